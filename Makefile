@@ -1,0 +1,46 @@
+# emem: a PGXS extension (SQL + PL/Python + pgvector). The version lives in emem.control only.
+EXTENSION = emem
+EXTVERSION := $(shell sed -n "s/^default_version[[:space:]]*=[[:space:]]*'\([^']*\)'.*/\1/p" $(EXTENSION).control)
+
+# The install script is built from the numbered sources in sql/; upgrade scripts are picked up as they are.
+SQL_SOURCES := $(sort $(wildcard sql/[0-9][0-9]_*.sql))
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
+DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)
+EXTRA_CLEAN = plpython/emem_db/_version.py plpython/emem_db/lexicon.json
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# plpython3u runs the system Python, so the in-database modules go where it looks.
+SYSTEM_PYTHON ?= /usr/bin/python3
+PLPYTHON_SITE ?= $(shell $(SYSTEM_PYTHON) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+WORDNET_DIR ?= /usr/share/wordnet
+
+all: plpython/emem_db/_version.py plpython/emem_db/lexicon.json
+
+sql/$(EXTENSION)--$(EXTVERSION).sql: $(SQL_SOURCES) $(EXTENSION).control
+	sed -e 's/@EXTVERSION@/$(EXTVERSION)/g' $(SQL_SOURCES) > $@
+
+plpython/emem_db/_version.py: $(EXTENSION).control
+	printf '"""Written by the Makefile from emem.control: the version these modules belong to."""\n\nVERSION = "%s"\n' '$(EXTVERSION)' > $@
+
+plpython/emem_db/lexicon.json: plpython/build_lexicon.py plpython/wordnet/lexnames
+	$(SYSTEM_PYTHON) plpython/build_lexicon.py --wordnet $(WORDNET_DIR) --lexnames plpython/wordnet/lexnames --out $@
+
+install: install-plpython
+
+install-plpython: all
+	install -d $(DESTDIR)$(PLPYTHON_SITE)/emem_db
+	rm -f $(DESTDIR)$(PLPYTHON_SITE)/emem_db/*.py
+	install -m 644 plpython/emem_db/*.py plpython/emem_db/lexicon.json $(DESTDIR)$(PLPYTHON_SITE)/emem_db/
+
+uninstall: uninstall-plpython
+
+uninstall-plpython:
+	rm -rf $(DESTDIR)$(PLPYTHON_SITE)/emem_db
+
+.PHONY: install-plpython uninstall-plpython test bench
+
+test:
+	bash scripts/test.sh

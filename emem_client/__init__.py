@@ -1,0 +1,1 @@
+"""emem_client: the thin Python client of emem."""

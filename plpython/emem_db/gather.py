@@ -1,0 +1,363 @@
+"""e_gather_find inside the database: the lookups the pipeline profile lists, the merge,
+pages cut before the lane filter, and degraded mode.
+
+Orders (ties are always broken by record id, ascending):
+- with a question vector, every list by distance; a record without a vector in the active
+  space counts as the worst distance, 2 (a placeholder);
+- degraded (no vector): tags and edges by the number of distinct question terms matched,
+  most first; full text by matched terms, most first, then ts_rank, highest first.
+"""
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from emem_db.analysis import QuestionAnalysis
+from emem_db.entry import Backend
+from emem_db.merge import Candidate, Placement, interleave
+from emem_db.profile import ProfileError, parse_profile
+
+MAX_PAGE = 100_000
+MAX_PAGE_SIZE = 1_000
+MAX_QUESTION_CHARS = 10_000
+WORST_DISTANCE = 2.0
+CANDIDATE_SETTINGS = {
+    "emem.record_vector_candidates": 100,
+    "emem.window_vector_candidates": 20,
+}
+MAX_CANDIDATES = 10_000
+DEGRADED_NO_VECTOR = "no_vector"
+
+
+@dataclass(frozen=True)
+class Space:
+    space_id: int
+    dimension: int
+    model_name: str
+
+
+@dataclass(frozen=True)
+class Request:
+    question: str
+    vector: str | None
+    analysis: QuestionAnalysis
+    weights: dict[str, float]
+    space: Space | None
+    candidate_counts: dict[str, int]
+
+    @property
+    def degraded(self) -> bool:
+        return self.vector is None
+
+
+@dataclass(frozen=True)
+class Caller:
+    reads_all: bool
+    lanes: frozenset[str]
+
+    def may_read(self, lane: str) -> bool:
+        return self.reads_all or lane in self.lanes
+
+
+class Gather:
+    def __init__(self, state: Backend) -> None:
+        self.state = state
+        self.plpy = state.plpy
+
+    # ---- checks -------------------------------------------------------------------------
+
+    def fail(self, message: str, hint: str | None = None, sqlstate: str = "22023") -> None:
+        self.plpy.error(message, hint=hint, sqlstate=sqlstate)
+
+    def check_page(self, page: int | None, page_size: int | None) -> None:
+        if page is None or not 1 <= page <= MAX_PAGE:
+            self.fail(f"page {page} is out of range", hint=f"Accepted: 1 to {MAX_PAGE}.")
+        if page_size is None or not 1 <= page_size <= MAX_PAGE_SIZE:
+            self.fail(f"page_size {page_size} is out of range", hint=f"Accepted: 1 to {MAX_PAGE_SIZE}.")
+
+    def check_question(self, question: str | None) -> str:
+        if question is None or not question.strip():
+            self.fail("the question is empty", hint="Pass the question as non-empty text.")
+        if len(question) > MAX_QUESTION_CHARS:
+            self.fail(
+                f"the question has {len(question)} characters",
+                hint=f"Accepted: at most {MAX_QUESTION_CHARS} characters.",
+            )
+        if "\x00" in question:
+            self.fail("the question contains a NUL character")
+        return question
+
+    def caller(self, role: str) -> Caller:
+        row = self.plpy.execute(self.state.plan(
+            """
+            select r.rolsuper or r.rolbypassrls
+                       or pg_catalog.pg_has_role($1, c.relowner, 'USAGE') as reads_all,
+                   $1 operator(pg_catalog.=) session_user
+                       or case when pg_catalog.current_setting('server_version_num')::int >= 160000
+                               then pg_catalog.pg_has_role(session_user, $1, 'SET')
+                               else pg_catalog.pg_has_role(session_user, $1, 'MEMBER') end as may_act,
+                   array(select pl.lane_name from emem.role_profiles as rp
+                         join emem.profile_lanes as pl on pl.profile_name = rp.profile_name
+                         where rp.role_name = $1) as lanes
+            from pg_catalog.pg_roles as r, pg_catalog.pg_class as c
+            where r.rolname = $1 and c.oid = 'emem.records'::pg_catalog.regclass
+            """, ["name"]), [role])
+        if not row or not row[0]["may_act"]:
+            self.fail(f"this session cannot act as role {role}", sqlstate="42501")
+        return Caller(bool(row[0]["reads_all"]), frozenset(row[0]["lanes"] or ()))
+
+    def request(self, question: str | None, vector: str | None) -> Request:
+        question = self.check_question(question)
+        settings = self.plpy.execute(self.state.plan(
+            "select pg_catalog.current_setting('emem.pipeline_profile', true) as profile,"
+            " pg_catalog.current_setting('emem.record_vector_candidates', true) as record_vectors,"
+            " pg_catalog.current_setting('emem.window_vector_candidates', true) as window_vectors", []))[0]
+        try:
+            weights = parse_profile(settings["profile"])
+        except ProfileError as error:
+            self.fail(f"emem.pipeline_profile: {error}")
+        counts = {
+            name: self.candidate_count(setting, settings[name], default)
+            for (setting, default), name in zip(CANDIDATE_SETTINGS.items(), ("record_vectors", "window_vectors"))
+        }
+        space = self.active_space()
+        if vector is not None:
+            self.check_vector(vector, space)
+        return Request(question, vector, self.state.analyser.analyse(question), weights, space, counts)
+
+    def candidate_count(self, setting: str, value: str | None, default: int) -> int:
+        if value is None or value == "":
+            return default
+        if not value.strip().isdigit() or not 1 <= int(value) <= MAX_CANDIDATES:
+            self.fail(f"{setting} = {value!r} is out of range", hint=f"Accepted: an integer from 1 to {MAX_CANDIDATES}.")
+        return int(value)
+
+    def active_space(self) -> Space | None:
+        rows = self.plpy.execute(self.state.plan(
+            "select space_id, dimension, model_name from emem.embedding_spaces where is_active", []))
+        return Space(rows[0]["space_id"], rows[0]["dimension"], rows[0]["model_name"]) if rows else None
+
+    def check_vector(self, vector: str, space: Space | None) -> None:
+        if space is None:
+            self.fail(
+                "a question vector was given but there is no active embedding space",
+                hint="Create one with emem.create_embedding_space(model_name, dimension, activate => true), or pass NULL.",
+            )
+        shape = self.plpy.execute(self.state.plan(
+            "select public.vector_dims($1) as dimension, public.vector_norm($1) as norm", ["public.vector"]),
+            [vector])[0]
+        if shape["dimension"] != space.dimension:
+            self.fail(
+                f"the question vector has {shape['dimension']} dimensions but the active embedding space "
+                f"{space.space_id} ({space.model_name}) has {space.dimension}",
+                hint="Embed the question with the active space's model, or pass NULL for an answer without vectors.",
+            )
+        if not shape["norm"] > 0 or math.isinf(shape["norm"]):
+            self.fail("the question vector is the zero vector (or overflows), which has no cosine distance")
+
+    # ---- the lookups --------------------------------------------------------------------
+
+    def lookups(self, request: Request) -> dict[str, Callable[[Request], list[Candidate]]]:
+        """The lookups of the profile that can run for this request, in the merge's tie order."""
+        available = {
+            "record_vectors": self.record_vectors if not request.degraded else None,
+            "tags": self.tags,
+            "window_vectors": self.window_vectors if not request.degraded else None,
+            "fulltext": self.fulltext,
+        }
+        return {name: available[name] for name in request.weights if available[name] is not None}
+
+    def distance_sql(self, request: Request) -> str:
+        """The cosine distance of a record to the question; NULL without a vector."""
+        space_id = request.space.space_id if request.space else 0
+        return (
+            "(select rv.embedding operator(public.<=>) $2::public.vector from emem.record_vectors as rv"
+            f" where rv.space_id = {space_id:d} and rv.record_id = found.record_id)"
+        )
+
+    def tags(self, request: Request) -> list[Candidate]:
+        if not request.analysis.terms:
+            return []
+        order = "matched_terms desc, record_id" if request.degraded else "distance nulls last, record_id"
+        sql = f"""
+            with matched (record_id, terms) as (
+                select rt.record_id, rt.tag_terms from emem.record_tags as rt
+                where rt.tag_terms operator(pg_catalog.&&) $1 and rt.tag_terms operator(pg_catalog.<@) $1
+                union all
+                select endpoint, el.label_terms
+                from emem.edge_labels as el
+                join emem.edges as e on e.edge_id = el.edge_id
+                cross join lateral (values (e.from_record_id), (e.to_record_id)) as ends (endpoint)
+                where el.label_terms operator(pg_catalog.&&) $1 and el.label_terms operator(pg_catalog.<@) $1
+            ), found as (
+                select m.record_id, pg_catalog.count(distinct t) as matched_terms
+                from matched as m cross join lateral pg_catalog.unnest(m.terms) as t
+                group by m.record_id
+            )
+            select record_id, {self.distance_sql(request)} as distance, matched_terms
+            from found order by {order}"""
+        return self.candidates(sql, ["text[]", "public.vector"], [list(request.analysis.terms), request.vector])
+
+    def fulltext(self, request: Request) -> list[Candidate]:
+        if not request.analysis.unknown_terms:
+            return []
+        order = "matched_terms desc, rank desc, record_id" if request.degraded else "distance nulls last, record_id"
+        sql = f"""
+            with term as (
+                select q from pg_catalog.unnest($1) as t,
+                     pg_catalog.phraseto_tsquery('emem.exact'::pg_catalog.regconfig, t) as q
+                where pg_catalog.numnode(q) > 0
+            ), question as (
+                select emem.tsquery_any(q) as any_term, pg_catalog.array_agg(q) as each_term from term
+            ), found as (
+                select r.record_id,
+                       (select pg_catalog.count(*) from pg_catalog.unnest(question.each_term) as q
+                        where r.content_search operator(pg_catalog.@@) q) as matched_terms,
+                       pg_catalog.ts_rank(r.content_search, question.any_term) as rank
+                from emem.records as r, question
+                where r.content_search operator(pg_catalog.@@) (select any_term from question)
+            )
+            select record_id, {self.distance_sql(request)} as distance, matched_terms, rank
+            from found order by {order}"""
+        return self.candidates(sql, ["text[]", "public.vector"], [list(request.analysis.unknown_terms), request.vector])
+
+    def record_vectors(self, request: Request) -> list[Candidate]:
+        space = request.space
+        sql = f"""
+            select record_id,
+                   (embedding::public.vector({space.dimension:d})
+                    operator(public.<=>) $1::public.vector({space.dimension:d})) as distance
+            from emem.record_vectors where space_id = {space.space_id:d}
+            order by distance limit $2"""
+        return self.nearest(sql, request, request.candidate_counts["record_vectors"])
+
+    def window_vectors(self, request: Request) -> list[Candidate]:
+        space = request.space
+        sql = f"""
+            with nearest as (
+                select window_id,
+                       (embedding::public.vector({space.dimension:d})
+                        operator(public.<=>) $1::public.vector({space.dimension:d})) as distance
+                from emem.windows where space_id = {space.space_id:d}
+                order by distance limit $2
+            )
+            select m.record_id, pg_catalog.min(n.distance) as distance,
+                   pg_catalog.array_agg(n.window_id order by n.distance, n.window_id) as windows
+            from nearest as n join emem.window_members as m on m.window_id = n.window_id
+            group by m.record_id
+            order by distance, record_id"""
+        return self.nearest(sql, request, request.candidate_counts["window_vectors"])
+
+    def nearest(self, sql: str, request: Request, count: int) -> list[Candidate]:
+        """An HNSW scan of `count` rows: ef_search must be at least that for the index to return them."""
+        self.plpy.execute(self.state.plan(
+            "select pg_catalog.set_config('hnsw.ef_search', greatest($1,"
+            " pg_catalog.current_setting('hnsw.ef_search')::int)::text, true)", ["int"]), [count])
+        return self.candidates(sql, ["public.vector", "int"], [request.vector, count])
+
+    def candidates(self, sql: str, types: list[str], args: list[Any]) -> list[Candidate]:
+        rows = self.plpy.execute(self.state.plan(sql, types), args)
+        return [
+            Candidate(row["record_id"], row["distance"], tuple(row.get("windows") or ()))
+            for row in rows
+        ]
+
+    # ---- find ---------------------------------------------------------------------------
+
+    def run_lookups(self, request: Request) -> tuple[dict[str, list[Candidate]], dict[str, float]]:
+        lists: dict[str, list[Candidate]] = {}
+        timings: dict[str, float] = {}
+        for name, lookup in self.lookups(request).items():
+            started = time.perf_counter()
+            lists[name] = lookup(request)
+            timings[name] = round((time.perf_counter() - started) * 1000, 3)
+        return lists, timings
+
+    def find(self, role: str, question: str | None, vector: str | None, page: int, page_size: int) -> dict:
+        self.check_page(page, page_size)
+        caller = self.caller(role)
+        request = self.request(question, vector)
+        lists, _ = self.run_lookups(request)
+        merged = interleave(lists, request.weights, limit=page * page_size)
+        total = len({c.record_id for candidates in lists.values() for c in candidates})
+        page_places = merged[(page - 1) * page_size: page * page_size]
+        return {
+            "page": page,
+            "page_size": page_size,
+            "total_candidates": total,
+            "total_pages": math.ceil(total / page_size),
+            "degraded": request.degraded,
+            "degraded_reason": DEGRADED_NO_VECTOR if request.degraded else None,
+            "pipeline_profile": request.weights,
+            "rows": self.rows(page_places, (page - 1) * page_size, lists, caller, request),
+        }
+
+    def rows(
+        self, places: list[Placement], offset: int, lists: dict[str, list[Candidate]],
+        caller: Caller, request: Request,
+    ) -> list[dict]:
+        if not places:
+            return []
+        details = {
+            row["record_id"]: row
+            for row in self.plpy.execute(self.state.plan(
+                """
+                select r.record_id, r.kind, r.lane_name, r.content,
+                       array(select t.tag from emem.record_tags as t
+                             where t.record_id = r.record_id order by t.tag) as tags
+                from emem.records as r where r.record_id operator(pg_catalog.=) any ($1)
+                """, ["bigint[]"]), [[p.record_id for p in places]])
+        }
+        found_by = {
+            name: {c.record_id: c for c in candidates} for name, candidates in lists.items()
+        }
+        rows = []
+        for rank, place in enumerate(places, start=offset + 1):
+            detail = details[place.record_id]
+            if not caller.may_read(detail["lane_name"]):
+                continue
+            is_cosine = not request.degraded and place.candidate.distance is not None
+            window_hit = found_by.get("window_vectors", {}).get(place.record_id)
+            rows.append({
+                "rank": rank,
+                "record_id": place.record_id,
+                "kind": detail["kind"],
+                "lane": detail["lane_name"],
+                "content": detail["content"],
+                "tags": list(detail["tags"]),
+                "distance": place.candidate.distance if is_cosine else WORST_DISTANCE,
+                "distance_kind": "cosine" if is_cosine else "placeholder",
+                "placed_by": place.placed_by,
+                "found_by": [name for name, by_id in found_by.items() if place.record_id in by_id],
+                "windows": list(window_hit.windows) if window_hit else [],
+            })
+        return rows
+
+    def explain(self, role: str, question: str | None, vector: str | None) -> dict:
+        self.caller(role)
+        request = self.request(question, vector)
+        lists, timings = self.run_lookups(request)
+        analysis = request.analysis
+        return {
+            "question": {
+                "terms": analysis.terms,
+                "known_words": analysis.known_words,
+                "unknown_terms": analysis.unknown_terms,
+            },
+            "pipeline_profile": request.weights,
+            "degraded": request.degraded,
+            "degraded_reason": DEGRADED_NO_VECTOR if request.degraded else None,
+            "active_space": vars(request.space) if request.space else None,
+            "lookups": {
+                name: {"candidates": len(lists[name]), "milliseconds": timings[name]} for name in lists
+            },
+            "skipped_lookups": [name for name in request.weights if name not in lists],
+            "total_candidates": len({c.record_id for candidates in lists.values() for c in candidates}),
+        }
+
+
+def envelope_json(value: dict) -> str:
+    return json.dumps(value, ensure_ascii=False)

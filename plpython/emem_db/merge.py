@@ -1,0 +1,61 @@
+"""The merge: each lookup's list, sorted by distance, interleaved by smooth weighted round-robin.
+
+Before each slot, every list that still holds an unplaced record adds its weight to its credit;
+the list with the highest credit (ties: the lookups' fixed order) places its next unplaced
+record and loses the sum of the weights of the lists still running. A record already placed is
+skipped and uses no slot; an exhausted list leaves the others going in their own proportions.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Candidate:
+    record_id: int
+    distance: float
+    windows: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Placement:
+    record_id: int
+    placed_by: str
+    candidate: Candidate
+
+
+def interleave(
+    lists: Mapping[str, Sequence[Candidate]],
+    weights: Mapping[str, float],
+    limit: int | None = None,
+) -> list[Placement]:
+    """The merged list (its first `limit` places). `lists` iterates in the tie order."""
+    order = list(lists)
+    next_index = dict.fromkeys(order, 0)
+    credit = dict.fromkeys(order, 0.0)
+    placed_ids: set[int] = set()
+    merged: list[Placement] = []
+    while limit is None or len(merged) < limit:
+        running = [name for name in order if _skip_placed(lists[name], next_index, name, placed_ids)]
+        if not running:
+            break
+        for name in running:
+            credit[name] += weights[name]
+        chosen = max(running, key=credit.__getitem__)  # max keeps the first of equals: tie order
+        credit[chosen] -= sum(weights[name] for name in running)
+        candidate = lists[chosen][next_index[chosen]]
+        next_index[chosen] += 1
+        placed_ids.add(candidate.record_id)
+        merged.append(Placement(candidate.record_id, chosen, candidate))
+    return merged
+
+
+def _skip_placed(
+    candidates: Sequence[Candidate], next_index: dict[str, int], name: str, placed_ids: set[int]
+) -> bool:
+    """Advance a list past records already placed; whether it still holds an unplaced one."""
+    index = next_index[name]
+    while index < len(candidates) and candidates[index].record_id in placed_ids:
+        index += 1
+    next_index[name] = index
+    return index < len(candidates)

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Sets emem up on a fresh Debian 12 or 13 machine, as root, and then runs the main job.
+#   bash scripts/setup.sh            install, build, start the local cluster, run the main job
+#   bash scripts/setup.sh --no-demo  the same without the main job (the test command uses this)
+# Idempotent: what is already there is kept, so a second run takes seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+run_demo=1
+[ "${1:-}" = "--no-demo" ] && run_demo=0
+
+say() { printf '\n== %s\n' "$*"; }
+
+[ "$(id -u)" = 0 ] || { echo "setup.sh installs system packages: run it as root" >&2; exit 1; }
+
+# Debian 12 ships PostgreSQL 15, Debian 13 ships 17: detect, don't assume.
+debian_major=$(cut -d. -f1 /etc/debian_version)
+case "$debian_major" in
+  12) pg_major=15 ;;
+  13) pg_major=17 ;;
+  *) echo "unsupported Debian release '$(cat /etc/debian_version)': emem supports Debian 12 and 13" >&2; exit 1 ;;
+esac
+export PG_CONFIG=/usr/lib/postgresql/$pg_major/bin/pg_config
+pg_bin=/usr/lib/postgresql/$pg_major/bin
+
+debian_packages=(
+  "postgresql-$pg_major" "postgresql-server-dev-$pg_major" "postgresql-plpython3-$pg_major"
+  "postgresql-doc-$pg_major" python3-nltk wordnet-base build-essential dpkg-dev python3-pip
+)
+missing=()
+for p in "${debian_packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing Debian packages: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# pgvector: a binary package on Debian 13; on Debian 12 it is built from trixie's source package.
+if [ ! -f "$($PG_CONFIG --sharedir)/extension/vector.control" ]; then
+  if [ "$debian_major" != 12 ]; then
+    say "installing pgvector"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "postgresql-$pg_major-pgvector" >/dev/null
+  else
+    say "building pgvector from Debian's source package"
+    mirror=$(sed -n 's/^URIs:[[:space:]]*\(.*debian\)[[:space:]]*$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
+    [ -n "$mirror" ] || mirror=$(awk '/^deb / && $2 ~ /debian\/?$/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null)
+    [ -n "$mirror" ] || { echo "cannot find this machine's Debian mirror for the pgvector source" >&2; exit 1; }
+    echo "deb-src $mirror trixie main" > /etc/apt/sources.list.d/emem-pgvector-src.list
+    apt-get update -qq
+    src=$(mktemp -d)
+    (cd "$src" && apt-get source -qq pgvector >/dev/null 2>&1 && cd pgvector-*/ \
+      && make -s PG_CONFIG="$PG_CONFIG" >/dev/null && make -s install PG_CONFIG="$PG_CONFIG" >/dev/null)
+    rm -rf "$src"
+  fi
+fi
+
+say "installing Python packages"
+python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore torch==2.13.0
+python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[test,embedded]'
+
+say "building and installing the extension"
+make -s PG_CONFIG="$PG_CONFIG"
+make -s install PG_CONFIG="$PG_CONFIG" >/dev/null
+
+# A local cluster of our own, owned by the unprivileged postgres user (PostgreSQL refuses root).
+export EMEM_PGPORT=${EMEM_PGPORT:-5433}
+pgdata=${EMEM_PGDATA:-/var/lib/postgresql/emem-$pg_major}
+if [ ! -f "$pgdata/PG_VERSION" ]; then
+  say "creating a local cluster in $pgdata (port $EMEM_PGPORT)"
+  install -d -o postgres -g postgres "$pgdata"
+  runuser -u postgres -- "$pg_bin/initdb" -D "$pgdata" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
+  cat control/emem.conf >> "$pgdata/postgresql.conf"
+fi
+if ! runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pgdata" status >/dev/null 2>&1; then
+  say "starting the local cluster (port $EMEM_PGPORT)"
+  install -d -o postgres -g postgres /var/run/postgresql
+  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pgdata" -l "$pgdata/server.log" -w \
+    -o "-p $EMEM_PGPORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=/var/run/postgresql" start >/dev/null
+fi
+
+if [ "$run_demo" = 1 ]; then
+  say "the main job"
+  bash scripts/main_job.sh
+fi

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The test command: sets up whatever is missing (without the main job), then lints and runs
+# the whole test suite against the local cluster. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --no-demo
+export EMEM_PGPORT=${EMEM_PGPORT:-5433}
+python3 -m ruff check .
+python3 -m pytest "$@"

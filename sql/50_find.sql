@@ -1,0 +1,71 @@
+-- e_gather_find: four lookups (tags and edge properties, full text, record vectors, window
+-- vectors) interleaved 40:35:20:5 into one ranked list; pages are cut from it before the
+-- records of lanes the caller cannot read are removed.
+--
+-- The lookups must see every lane (the page rule counts all of them), so the pipeline runs in
+-- SECURITY DEFINER functions. They act for the role passed by the public wrappers, which pass
+-- current_user, and accept only a role this session could SET ROLE to anyway: the profile
+-- comes from the role, never from a claim.
+
+create function emem.gather_for_role(
+    caller name, question text, question_vector vector, page integer, page_size integer
+) returns jsonb
+language plpython3u volatile
+security definer  -- reads every lane: the page is cut before the lane filter
+set search_path = pg_catalog, pg_temp
+as $$
+from emem_db.entry import backend
+from emem_db.gather import Gather, envelope_json
+state = backend(GD, plpy, "@EXTVERSION@")
+return envelope_json(Gather(state).find(caller, question, question_vector, page, page_size))
+$$;
+comment on function emem.gather_for_role(name, text, vector, integer, integer) is
+  'The pipeline behind e_gather_find, for a role the session can act as. Call e_gather_find or e_gather_find_envelope instead.';
+
+create function emem.explain_for_role(caller name, question text, question_vector vector) returns jsonb
+language plpython3u volatile
+security definer  -- counts candidates in every lane, as total_candidates does
+set search_path = pg_catalog, pg_temp
+as $$
+from emem_db.entry import backend
+from emem_db.gather import Gather, envelope_json
+state = backend(GD, plpy, "@EXTVERSION@")
+return envelope_json(Gather(state).explain(caller, question, question_vector))
+$$;
+comment on function emem.explain_for_role(name, text, vector) is
+  'The analysis behind e_gather_explain, for a role the session can act as. Call e_gather_explain instead.';
+
+create function emem.e_gather_find_envelope(
+    question text, question_vector vector default null, page integer default 1, page_size integer default 30
+) returns jsonb
+language sql volatile
+set search_path = pg_catalog, pg_temp
+as $$ select emem.gather_for_role(current_user, question, question_vector, page, page_size) $$;
+comment on function emem.e_gather_find_envelope(text, vector, integer, integer) is
+  'e_gather_find as one JSON object: page, page_size, total_pages, total_candidates, degraded, degraded_reason, pipeline_profile and rows; the totals arrive even when every row of the page lies outside the caller''s lanes.';
+
+create function emem.e_gather_find(
+    question text, question_vector vector default null, page integer default 1, page_size integer default 30
+) returns table (
+    rank integer, record_id bigint, kind text, lane text, content text, tags text[],
+    distance double precision, distance_kind text, placed_by text, found_by text[], windows bigint[]
+)
+language sql volatile
+set search_path = pg_catalog, pg_temp
+as $$
+    select r.rank, r.record_id, r.kind, r.lane, r.content, r.tags, r.distance, r.distance_kind,
+           r.placed_by, r.found_by, r.windows
+    from pg_catalog.jsonb_to_recordset(
+        emem.gather_for_role(current_user, question, question_vector, page, page_size) -> 'rows') as r (
+        rank integer, record_id bigint, kind text, lane text, content text, tags text[],
+        distance double precision, distance_kind text, placed_by text, found_by text[], windows bigint[])
+$$;
+comment on function emem.e_gather_find(text, vector, integer, integer) is
+  'Answers a question with four lookups at once (tags and edge properties, full text, record vectors, window vectors) interleaved 40:35:20:5 into one ranked list; returns one page (page from 1, page_size 1 to 1000, default 30). question_vector NULL means embeddings are unavailable: the exact lookups answer alone, with placeholder distances.';
+
+create function emem.e_gather_explain(question text, question_vector vector default null) returns jsonb
+language sql volatile
+set search_path = pg_catalog, pg_temp
+as $$ select emem.explain_for_role(current_user, question, question_vector) $$;
+comment on function emem.e_gather_explain(text, vector) is
+  'For DBAs: how e_gather_find reads the question (terms, words WordNet knows, full-text terms), the pipeline profile, and each lookup''s candidate count and time.';

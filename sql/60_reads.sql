@@ -1,0 +1,63 @@
+-- Reads with the caller's rights: row-level security keeps them inside the caller's lanes.
+
+create view emem.record_summaries with (security_invoker = true) as
+    select r.record_id, r.kind, r.lane_name as lane, r.content,
+           array(select t.tag from emem.record_tags as t where t.record_id = r.record_id order by t.tag) as tags,
+           r.authority, r.occurred_at, r.created_at, r.thread_id, r.thread_position, r.metadata
+    from emem.records as r;
+comment on view emem.record_summaries is 'Records with their tags, as the caller may read them.';
+
+create function emem.records_with_all_tags(tags text[]) returns setof emem.record_summaries
+language sql stable
+set search_path = pg_catalog, pg_temp
+as $$
+    with wanted as (select emem.check_tags(tags) as tags)
+    select s.*
+    from emem.record_summaries as s
+    where s.record_id in (
+        select rt.record_id
+        from emem.record_tags as rt, wanted
+        where rt.tag operator(pg_catalog.=) any (wanted.tags)
+        group by rt.record_id
+        having pg_catalog.count(*) = (select pg_catalog.cardinality(wanted.tags) from wanted))
+    order by s.record_id
+$$;
+comment on function emem.records_with_all_tags(text[]) is
+  'Label intersection: every record (in the caller''s lanes) carrying all of the given tags, nothing else.';
+
+create function emem.e_timeline(
+    from_time timestamptz, to_time timestamptz, page integer default 1, page_size integer default 30,
+    kinds text[] default null, tags text[] default null
+) returns setof emem.record_summaries
+language plpgsql stable
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if from_time is null or to_time is null or from_time > to_time then
+        raise exception 'the timeline needs from_time <= to_time, got % and %',
+            coalesce(from_time::text, 'NULL'), coalesce(to_time::text, 'NULL') using errcode = '22023';
+    end if;
+    if page is null or page not between 1 and 100000 then
+        raise exception 'page % is out of range', coalesce(page::text, 'NULL')
+            using errcode = '22023', hint = 'Accepted: 1 to 100000.';
+    end if;
+    if page_size is null or page_size not between 1 and 1000 then
+        raise exception 'page_size % is out of range', coalesce(page_size::text, 'NULL')
+            using errcode = '22023', hint = 'Accepted: 1 to 1000.';
+    end if;
+    if kinds is not null and not kinds <@ array['note', 'conversation', 'file', 'entity'] then
+        raise exception 'kinds % holds an unknown kind', kinds
+            using errcode = '22023', hint = 'Accepted kinds: note, conversation, file, entity.';
+    end if;
+    return query
+        select s.*
+        from emem.record_summaries as s
+        where s.occurred_at between from_time and to_time
+          and (e_timeline.kinds is null or s.kind = any (e_timeline.kinds))
+          and (e_timeline.tags is null or s.tags @> emem.check_tags(e_timeline.tags))
+        order by s.occurred_at, s.record_id
+        limit page_size offset (page - 1) * page_size;
+end
+$$;
+comment on function emem.e_timeline(timestamptz, timestamptz, integer, integer, text[], text[]) is
+  'Records by date (occurred_at, then id) between from_time and to_time inclusive, in the caller''s lanes; optional filters: kinds, tags (all of them).';

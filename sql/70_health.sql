@@ -1,0 +1,53 @@
+-- Health: does the embedding gateway's declared model match the active space and its vectors?
+-- Degraded is not an outage: e_gather_find answers from the exact lookups meanwhile.
+
+create function emem.e_health(
+    model_name text, dimension integer, fingerprint text default null
+) returns jsonb
+language plpgsql stable
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    space emem.embedding_spaces;
+    reasons text[] := '{}';
+    stored_dimensions integer[];
+begin
+    select * into space from emem.embedding_spaces as s where s.is_active;
+    if not found then
+        reasons := reasons || 'no_active_space';
+    end if;
+    if model_name is null or dimension is null then
+        reasons := reasons || 'declaration_unreadable';
+    elsif space.space_id is not null then
+        if model_name <> space.model_name then
+            reasons := reasons || 'model_mismatch';
+        end if;
+        if dimension <> space.dimension then
+            reasons := reasons || 'dimension_mismatch';
+        end if;
+        if fingerprint is not null and space.fingerprint is not null and fingerprint <> space.fingerprint then
+            reasons := reasons || 'fingerprint_mismatch';
+        end if;
+    end if;
+    if space.space_id is not null then
+        -- Writes check dimensions; a sample still catches rows written around the API.
+        select pg_catalog.array_agg(distinct public.vector_dims(sample.embedding)) into stored_dimensions
+        from (select rv.embedding from emem.record_vectors as rv
+              where rv.space_id = space.space_id limit 1000) as sample;
+        if stored_dimensions is not null and stored_dimensions <> array[space.dimension] then
+            reasons := reasons || 'stored_vectors_mismatch';
+        end if;
+    end if;
+    return pg_catalog.jsonb_build_object(
+        'status', case when pg_catalog.cardinality(reasons) = 0 then 'ok' else 'degraded' end,
+        'reasons', pg_catalog.to_jsonb(reasons),
+        'declared', pg_catalog.jsonb_build_object('model_name', model_name, 'dimension', dimension,
+                                                  'fingerprint', fingerprint),
+        'active_space', case when space.space_id is null then null else pg_catalog.jsonb_build_object(
+            'space_id', space.space_id, 'model_name', space.model_name, 'dimension', space.dimension,
+            'fingerprint', space.fingerprint) end,
+        'stored_vector_dimensions', pg_catalog.to_jsonb(stored_dimensions));
+end
+$$;
+comment on function emem.e_health(text, integer, text) is
+  'ok or degraded, with reasons (declaration_unreadable, no_active_space, model_mismatch, dimension_mismatch, fingerprint_mismatch, stored_vectors_mismatch), for the model the embedding gateway declares (NULLs: it could not be read).';

@@ -1,0 +1,74 @@
+"""Fixtures: a real PostgreSQL (the cluster scripts/setup.sh starts) with the real extension.
+
+pytest-postgresql fills a template database once per session (CREATE EXTENSION emem) and
+hands each test a fresh clone, so tests are isolated and fast.
+"""
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+from pytest_postgresql import factories
+
+HOST = os.environ.get("EMEM_PGHOST", "127.0.0.1")
+PORT = int(os.environ.get("EMEM_PGPORT", "5433"))
+USER = os.environ.get("EMEM_PGUSER", "postgres")
+
+
+def install_emem(host: str, port: int, user: str, dbname: str, password: str | None = None, **_: object) -> None:
+    with psycopg.connect(host=host, port=port, user=user, dbname=dbname, password=password, autocommit=True) as conn:
+        conn.execute("set client_min_messages = warning")
+        conn.execute("create extension emem cascade")
+
+
+def _server_reachable() -> None:
+    try:
+        psycopg.connect(host=HOST, port=PORT, user=USER, dbname="postgres", connect_timeout=5).close()
+    except psycopg.OperationalError as error:
+        pytest.exit(
+            f"no PostgreSQL at {HOST}:{PORT} as {USER} ({error}). Run the README's test command "
+            "(bash scripts/test.sh), which starts the local cluster.", returncode=3)
+
+
+_server_reachable()
+postgresql_noproc = factories.postgresql_noproc(host=HOST, port=PORT, user=USER, load=[install_emem])
+postgresql = factories.postgresql("postgresql_noproc")
+
+
+@pytest.fixture
+def db(postgresql: psycopg.Connection) -> psycopg.Connection:
+    """A superuser connection (autocommit) to a fresh database with emem installed."""
+    postgresql.autocommit = True
+    return postgresql
+
+
+@pytest.fixture
+def dsn(db: psycopg.Connection) -> Callable[..., str]:
+    """The DSN of the test database, for further sessions (optionally as another user)."""
+    info = db.info
+
+    def make(user: str = USER) -> str:
+        return f"host={info.host} port={info.port} dbname={info.dbname} user={user}"
+
+    return make
+
+
+@pytest.fixture
+def make_role(db: psycopg.Connection) -> Iterator[Callable[..., str]]:
+    """Creates login roles with unique names; drops them (and what they own here) afterwards."""
+    created: list[str] = []
+
+    def make(prefix: str = "agent", profile: str | None = None) -> str:
+        name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+        db.execute(f"create role {name} login")
+        if profile is not None:
+            db.execute("select emem.bind_role(%s, %s)", (name, profile))
+        created.append(name)
+        return name
+
+    yield make
+    for name in created:
+        db.execute(f"drop owned by {name}")
+        db.execute(f"drop role {name}")
