@@ -44,3 +44,7 @@ uninstall-plpython:
 
 test:
 	bash scripts/test.sh
+
+# The benchmark (not a test): BENCH_ARGS="--records 1000000" for the 1M run.
+bench:
+	python3 bench/run.py $(BENCH_ARGS)
