@@ -120,7 +120,7 @@ begin
         raise exception 'at most 50000 items per call, got %', pg_catalog.jsonb_array_length(items)
             using errcode = '22023', hint = 'Split the load into batches.';
     end if;
-    if pg_catalog.jsonb_path_exists(items, 'strict $[*].vector') then
+    if pg_catalog.jsonb_path_exists(items, 'lax $[*].vector') then
         space := emem.resolve_space(space_id);
         dimension := space.dimension;
     end if;
@@ -339,7 +339,7 @@ begin
     perform emem.check_vector(embedding, space, 'the record vector');
     insert into emem.record_vectors as rv (space_id, record_id, embedding)
         values (space.space_id, put_record_vector.record_id, embedding)
-        on conflict (space_id, record_id) do update set embedding = excluded.embedding;
+        on conflict on constraint record_vectors_pkey do update set embedding = excluded.embedding;
 end
 $$;
 comment on function emem.put_record_vector(bigint, vector, integer) is
