@@ -33,7 +33,9 @@ def _server_reachable() -> None:
 
 
 _server_reachable()
-postgresql_noproc = factories.postgresql_noproc(host=HOST, port=PORT, user=USER, load=[install_emem])
+# One template per pytest process, so that concurrent runs do not share it.
+postgresql_noproc = factories.postgresql_noproc(
+    host=HOST, port=PORT, user=USER, dbname=f"emem_test_{os.getpid()}", load=[install_emem])
 postgresql = factories.postgresql("postgresql_noproc")
 
 

@@ -115,7 +115,8 @@ def test_same_source_key_is_written_once(db: psycopg.Connection, space: int) -> 
 
 def test_vector_of_wrong_dimension_names_both(db: psycopg.Connection, space: int) -> None:
     record_id = put(db)
-    with pytest.raises(errors.InvalidParameterValue, match=r"has 2 dimensions but embedding space \d+ \(test-model\) has 3"):
+    with pytest.raises(errors.InvalidParameterValue,
+                       match=r"has 2 dimensions but embedding space \d+ \(test-model\) has 3"):
         db.execute("select emem.put_record_vector(%s, '[1,2]')", (record_id,))
 
 

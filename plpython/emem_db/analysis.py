@@ -10,8 +10,8 @@ from emem_db.stopwords import STOP_WORDS
 # A token is a run of word characters joined by inner punctuation, so that `INV-2031`,
 # `max_wal_senders`, `jan.kowalski@acme.com`, `4,311.60` and `$1,200` stay whole; a comma
 # joins only digits, so "apples,pears" is two tokens.
-TOKEN_PATTERN = re.compile(r"[$€£]?\w+(?:(?:[-.@'’/+&]|(?<=\d),(?=\d))\w+)*%?")
-POSSESSIVE_SUFFIXES = ("'s", "’s")
+TOKEN_PATTERN = re.compile(r"[$€£]?\w+(?:(?:[-.@'\u2019/+&]|(?<=\d),(?=\d))\w+)*%?")
+POSSESSIVE_SUFFIXES = ("'s", "\u2019s")  # straight and typographic apostrophes
 
 
 @dataclass(frozen=True)

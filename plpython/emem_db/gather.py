@@ -24,9 +24,10 @@ MAX_PAGE = 100_000
 MAX_PAGE_SIZE = 1_000
 MAX_QUESTION_CHARS = 10_000
 WORST_DISTANCE = 2.0
+# Each vector lookup's candidate count: its setting and the default (as in control/emem.conf).
 CANDIDATE_SETTINGS = {
-    "emem.record_vector_candidates": 100,
-    "emem.window_vector_candidates": 20,
+    "record_vectors": ("emem.record_vector_candidates", 100),
+    "window_vectors": ("emem.window_vector_candidates", 20),
 }
 MAX_CANDIDATES = 10_000
 DEGRADED_NO_VECTOR = "no_vector"
@@ -121,7 +122,7 @@ class Gather:
             self.fail(f"emem.pipeline_profile: {error}")
         counts = {
             name: self.candidate_count(setting, settings[name], default)
-            for (setting, default), name in zip(CANDIDATE_SETTINGS.items(), ("record_vectors", "window_vectors"))
+            for name, (setting, default) in CANDIDATE_SETTINGS.items()
         }
         space = self.active_space()
         if vector is not None:
@@ -132,7 +133,8 @@ class Gather:
         if value is None or value == "":
             return default
         if not value.strip().isdigit() or not 1 <= int(value) <= MAX_CANDIDATES:
-            self.fail(f"{setting} = {value!r} is out of range", hint=f"Accepted: an integer from 1 to {MAX_CANDIDATES}.")
+            self.fail(f"{setting} = {value!r} is out of range",
+                      hint=f"Accepted: an integer from 1 to {MAX_CANDIDATES}.")
         return int(value)
 
     def active_space(self) -> Space | None:
@@ -144,16 +146,17 @@ class Gather:
         if space is None:
             self.fail(
                 "a question vector was given but there is no active embedding space",
-                hint="Create one with emem.create_embedding_space(model_name, dimension, activate => true), or pass NULL.",
+                hint="Create one with emem.create_embedding_space(model_name, dimension, activate => true),"
+                     " or pass NULL.",
             )
         shape = self.plpy.execute(self.state.plan(
-            "select public.vector_dims($1) as dimension, public.vector_norm($1) as norm", ["public.vector"]),
-            [vector])[0]
+            "select public.vector_dims($1) as dimension, public.vector_norm($1) as norm",
+            ["public.vector"]), [vector])[0]
         if shape["dimension"] != space.dimension:
             self.fail(
                 f"the question vector has {shape['dimension']} dimensions but the active embedding space "
                 f"{space.space_id} ({space.model_name}) has {space.dimension}",
-                hint="Embed the question with the active space's model, or pass NULL for an answer without vectors.",
+                hint="Embed the question with the active space's model, or pass NULL to answer without vectors.",
             )
         if not shape["norm"] > 0 or math.isinf(shape["norm"]):
             self.fail("the question vector is the zero vector (or overflows), which has no cosine distance")

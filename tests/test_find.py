@@ -1,0 +1,307 @@
+"""e_gather_find, behaviour by behaviour of the seed, on a small corpus with hand-made vectors."""
+
+import json
+import math
+from collections.abc import Callable
+
+import psycopg
+import pytest
+from psycopg import errors
+
+QUESTION_VECTOR = "[1,0,0,0]"
+LETTER = {"record_vectors": "V", "tags": "T", "window_vectors": "W", "fulltext": "F"}
+
+
+def unit(*values: float) -> list[float]:
+    norm = math.sqrt(sum(v * v for v in values))
+    return [v / norm for v in values]
+
+
+def put(db: psycopg.Connection, items: list[dict]) -> list[int]:
+    for item in items:
+        item.setdefault("kind", "note")
+        item.setdefault("lane", "sales")
+    return [r[0] for r in db.execute("select record_id from emem.put_records(%s)", (json.dumps(items),))]
+
+
+@pytest.fixture
+def corpus(db: psycopg.Connection) -> psycopg.Connection:
+    db.execute("select emem.create_lane('sales'), emem.create_lane('hr')")
+    db.execute("select emem.create_embedding_space('hand-made', 4, null, true)")
+    return db
+
+
+def find(db: psycopg.Connection, question: str, vector: str | None = QUESTION_VECTOR, page: int = 1,
+         page_size: int = 30) -> dict:
+    return db.execute("select emem.e_gather_find_envelope(%s, %s, %s, %s)",
+                      (question, vector, page, page_size)).fetchone()[0]
+
+
+@pytest.fixture
+def four_disjoint_lists(corpus: psycopg.Connection) -> dict[str, list[int]]:
+    """20 records for each lookup, each found by exactly one lookup of 'apollo INV-2031'."""
+    db = corpus
+    db.execute("set emem.record_vector_candidates = 20")
+    lists = {
+        "record_vectors": put(db, [{"content": f"vector record {i}", "vector": unit(1, 0.01 * i, 0, 0)}
+                                   for i in range(20)]),
+        "tags": put(db, [{"content": f"tagged record {i}", "tags": ["apollo"]} for i in range(20)]),
+        "fulltext": put(db, [{"content": f"INV-2031 mentioned {i}"} for i in range(20)]),
+    }
+    turns = put(db, [{"kind": "conversation", "content": f"turn {i}", "thread_id": "c", "thread_position": i}
+                     for i in range(20)])
+    for i, turn in enumerate(turns):
+        db.execute("select emem.put_window(%s, %s::vector)", ([turn], str(unit(1, 0, 0.01 * i, 0))))
+    lists["window_vectors"] = turns
+    # Filler that no lookup finds: vectors pointing away from the question.
+    put(db, [{"content": f"unrelated {i}", "vector": unit(0, 0, 0, 1)} for i in range(30)])
+    return lists
+
+
+def placed_letters(envelope: dict) -> str:
+    return "".join(LETTER[row["placed_by"]] for row in envelope["rows"])
+
+
+def test_four_lookups_interleave_40_35_20_5(four_disjoint_lists: dict[str, list[int]], corpus) -> None:
+    envelope = find(corpus, "apollo INV-2031", page_size=11)
+    assert placed_letters(envelope) == "VTWVTVTWVTF"
+    for row in envelope["rows"]:
+        assert row["record_id"] in four_disjoint_lists[row["placed_by"]]
+        assert row["found_by"] == [row["placed_by"]]
+
+
+def test_every_candidate_is_kept_and_pages_are_cut_from_the_merged_list(four_disjoint_lists, corpus) -> None:
+    whole = find(corpus, "apollo INV-2031", page_size=1000)
+    assert whole["total_candidates"] == 80
+    every_candidate = [record_id for ids in four_disjoint_lists.values() for record_id in ids]
+    assert sorted(r["record_id"] for r in whole["rows"]) == sorted(every_candidate)
+    pages = [find(corpus, "apollo INV-2031", page=p, page_size=7) for p in range(1, 13)]
+    assert pages[0]["total_pages"] == math.ceil(80 / 7)
+    assert [r["record_id"] for page in pages for r in page["rows"]] == [r["record_id"] for r in whole["rows"]]
+    assert [r["rank"] for r in whole["rows"]] == list(range(1, 81))
+
+
+def test_page_holds_30_records_unless_page_size_says_otherwise(four_disjoint_lists, corpus) -> None:
+    envelope = corpus.execute("select emem.e_gather_find_envelope('apollo INV-2031', %s)",
+                              (QUESTION_VECTOR,)).fetchone()[0]
+    assert (envelope["page_size"], len(envelope["rows"]), envelope["total_pages"]) == (30, 30, 3)
+
+
+def test_each_list_is_sorted_by_distance(four_disjoint_lists, corpus) -> None:
+    rows = find(corpus, "apollo INV-2031", page_size=1000)["rows"]
+    for name in ("record_vectors", "window_vectors"):
+        distances = [r["distance"] for r in rows if r["placed_by"] == name]
+        assert distances == sorted(distances) and len(distances) == 20
+    vector_ids = [r["record_id"] for r in rows if r["placed_by"] == "record_vectors"]
+    assert vector_ids == four_disjoint_lists["record_vectors"]
+
+
+def test_exhausted_list_leaves_the_others_going(four_disjoint_lists, corpus) -> None:
+    rows = find(corpus, "apollo INV-2031", page_size=1000)["rows"]
+    last_vector_rank = max(r["rank"] for r in rows if r["placed_by"] == "record_vectors")
+    tail = [r["placed_by"] for r in rows if r["rank"] > last_vector_rank]
+    assert "record_vectors" not in tail and tail
+    assert all(r["rank"] for r in rows)
+
+
+def test_record_found_twice_is_placed_once(corpus: psycopg.Connection) -> None:
+    [both] = put(corpus, [{"content": "Kowalski about apollo", "tags": ["apollo"], "vector": unit(1, 0, 0, 0)}])
+    envelope = find(corpus, "apollo Kowalski")
+    assert [(r["record_id"], r["placed_by"]) for r in envelope["rows"]] == [(both, "record_vectors")]
+    assert envelope["rows"][0]["found_by"] == ["record_vectors", "tags", "fulltext"]
+    assert envelope["total_candidates"] == 1
+
+
+def test_code_found_only_by_full_text_is_on_page_one_despite_200_closer_records(corpus) -> None:
+    put(corpus, [{"content": f"an invoice of another vendor, number {i}", "vector": unit(1, 0.001 * i, 0, 0)}
+                 for i in range(200)])
+    [target] = put(corpus, [{"content": "Payment received for INV-2031.", "vector": unit(0, 1, 0, 0)}])
+    rows = find(corpus, "status of INV-2031")["rows"]
+    assert target in [r["record_id"] for r in rows]
+    assert next(r for r in rows if r["record_id"] == target)["placed_by"] == "fulltext"
+
+
+def test_code_is_searched_whole_never_its_pieces(corpus: psycopg.Connection) -> None:
+    [whole, *_] = put(corpus, [{"content": "paid INV-2031 today"}, {"content": "paid INV-2032 today"},
+                               {"content": "invoice 2031 of inv department"}, {"content": "INV-20315 is other"}])
+    rows = find(corpus, "INV-2031", None)["rows"]
+    assert [r["record_id"] for r in rows] == [whole]
+
+
+@pytest.mark.parametrize("term", ["max_wal_senders", "jan.kowalski@acme.com", "Q3", "4,311.60", "$1,200"])
+def test_names_and_figures_are_found_as_typed(corpus: psycopg.Connection, term: str) -> None:
+    [target] = put(corpus, [{"content": f"the value is {term} here"}])
+    put(corpus, [{"content": "the value is something else here"}])
+    assert [r["record_id"] for r in find(corpus, f"what about {term}", None)["rows"]] == [target]
+
+
+def test_figure_counts_as_a_full_text_term(corpus: psycopg.Connection) -> None:
+    [target] = put(corpus, [{"content": "we shipped 41 boxes"}])
+    row = find(corpus, "41", None)["rows"][0]
+    assert (row["record_id"], row["found_by"]) == (target, ["fulltext"])
+
+
+def test_plural_question_matches_singular_tag_and_multi_word_tag_needs_all_words(corpus) -> None:
+    invoice, apollo = put(corpus, [{"content": "a", "tags": ["invoice"]}, {"content": "b", "tags": ["Project Apollo"]}])
+    assert [r["record_id"] for r in find(corpus, "all invoices", None)["rows"]] == [invoice]
+    assert find(corpus, "apollo", None)["rows"] == []
+    assert [r["record_id"] for r in find(corpus, "apollo project", None)["rows"]] == [apollo]
+
+
+def test_matching_edge_brings_both_endpoint_records(corpus: psycopg.Connection) -> None:
+    kowalski, migration, other = put(corpus, [{"content": "Jan K."}, {"content": "the migration"}, {"content": "x"}])
+    corpus.execute("select emem.link_records(%s, %s, 'billed', %s)",
+                   (kowalski, migration, json.dumps({"invoice": "INV-77", "amount": "1200 EUR"})))
+    for question in ("who was billed?", "inv-77", "1200 EUR"):
+        rows = find(corpus, question, None)["rows"]
+        assert sorted(r["record_id"] for r in rows) == [kowalski, migration], question
+        assert all("tags" in r["found_by"] for r in rows)
+    assert other
+
+
+def test_tag_candidates_get_cosine_distance_or_the_worst_without_vector(corpus: psycopg.Connection) -> None:
+    with_vector, without = put(corpus, [{"content": "a", "tags": ["apollo"], "vector": unit(0, 1, 0, 0)},
+                                        {"content": "b", "tags": ["apollo"]}])
+    corpus.execute("set emem.pipeline_profile = 'tags'")
+    rows = {r["record_id"]: r for r in find(corpus, "apollo")["rows"]}
+    assert rows[with_vector]["distance"] == pytest.approx(1.0)
+    assert rows[with_vector]["distance_kind"] == "cosine"
+    assert (rows[without]["distance"], rows[without]["distance_kind"]) == (2.0, "placeholder")
+
+
+def test_window_adds_every_record_it_was_made_from_with_its_best_distance(corpus: psycopg.Connection) -> None:
+    turns = put(corpus, [{"kind": "conversation", "content": f"turn {i}", "thread_id": "c", "thread_position": i}
+                         for i in range(4)])
+    near = corpus.execute("select emem.put_window(%s, %s::vector)", (turns[0:2], str(unit(1, 0.1, 0, 0)))).fetchone()[0]
+    far = corpus.execute("select emem.put_window(%s, %s::vector)", (turns[1:4], str(unit(1, 1, 0, 0)))).fetchone()[0]
+    rows = {r["record_id"]: r for r in find(corpus, "anything at all")["rows"]}
+    assert set(rows) == set(turns)
+    assert rows[turns[1]]["windows"] == [near, far]
+    assert rows[turns[1]]["distance"] == pytest.approx(rows[turns[0]]["distance"])
+    assert rows[turns[3]]["windows"] == [far]
+    assert rows[turns[3]]["distance"] > rows[turns[1]]["distance"]
+
+
+def test_degraded_mode_answers_from_tags_edges_and_full_text_with_placeholders(four_disjoint_lists, corpus) -> None:
+    envelope = find(corpus, "apollo INV-2031", None, page_size=1000)
+    assert (envelope["degraded"], envelope["degraded_reason"]) == (True, "no_vector")
+    assert {r["placed_by"] for r in envelope["rows"]} == {"tags", "fulltext"}
+    assert envelope["total_candidates"] == 40
+    assert {(r["distance"], r["distance_kind"]) for r in envelope["rows"]} == {(2.0, "placeholder")}
+
+
+def test_degraded_order_is_lexical_most_matched_terms_first(corpus: psycopg.Connection) -> None:
+    one, two, also_one = put(corpus, [{"content": "a", "tags": ["apollo"]},
+                                      {"content": "b", "tags": ["apollo", "invoice"]},
+                                      {"content": "c", "tags": ["invoice"]}])
+    corpus.execute("set emem.pipeline_profile = 'tags'")
+    assert [r["record_id"] for r in find(corpus, "apollo invoice", None)["rows"]] == [two, one, also_one]
+
+
+def test_authority_and_dates_never_affect_the_order(corpus: psycopg.Connection) -> None:
+    items = [{"content": f"r{i}", "tags": ["apollo"], "vector": unit(1, 1, 0, 0)} for i in range(4)]
+    first = put(corpus, [dict(item, authority=a, occurred_at=d) for item, a, d in
+                         zip(items, (0, 1, 0.2, 0.9), ("2020-01-01", "2026-01-01", "1999-01-01", "2024-01-01"),
+                                                   strict=True)])
+    assert [r["record_id"] for r in find(corpus, "apollo")["rows"]] == first
+
+
+def test_wrong_dimension_is_an_error_naming_both(corpus: psycopg.Connection) -> None:
+    with pytest.raises(errors.InvalidParameterValue, match=r"has 3 dimensions .* has 4"):
+        find(corpus, "anything", "[1,0,0]")
+
+
+def test_profile_with_one_lookup_removed(four_disjoint_lists, corpus: psycopg.Connection) -> None:
+    corpus.execute("set emem.pipeline_profile = 'record_vectors, tags, fulltext'")
+    envelope = find(corpus, "apollo INV-2031", page_size=1000)
+    assert {r["placed_by"] for r in envelope["rows"]} == {"record_vectors", "tags", "fulltext"}
+    assert envelope["total_candidates"] == 60
+    # 40:35:5 by the same rule: full text's first slot comes ninth.
+    assert placed_letters(find(corpus, "apollo INV-2031", page_size=16)) == "VTVTVTVTFVTVTVTV"
+
+
+def test_unknown_lookup_in_the_profile_is_a_clear_error(corpus: psycopg.Connection) -> None:
+    corpus.execute("set emem.pipeline_profile = 'tags, colours'")
+    with pytest.raises(errors.InvalidParameterValue, match=r"unknown lookup 'colours'.*known lookups: record_vectors"):
+        find(corpus, "anything")
+
+
+def test_page_is_cut_before_lane_filter(corpus: psycopg.Connection, make_role: Callable[..., str], dsn) -> None:
+    corpus.execute("select emem.create_agent_profile('sales_agent', array['sales'])")
+    role = make_role("sales", "sales_agent")
+    put(corpus, [{"content": f"apollo note {i}", "tags": ["apollo"], "lane": "sales" if i % 3 else "hr"}
+                 for i in range(12)])
+    admin_pages = [find(corpus, "apollo", None, page=p, page_size=5) for p in (1, 2, 3)]
+    with psycopg.connect(dsn(role), autocommit=True) as agent:
+        for page, admin in enumerate(admin_pages, start=1):
+            mine = find(agent, "apollo", None, page=page, page_size=5)
+            assert (mine["total_pages"], mine["total_candidates"]) == (3, 12)
+            assert mine["rows"] == [r for r in admin["rows"] if r["lane"] == "sales"]
+            assert [r["rank"] for r in admin["rows"]] == list(range(page * 5 - 4, min(page * 5, 12) + 1))
+        assert len(find(agent, "apollo", None, page=1, page_size=5)["rows"]) < 5
+
+
+def test_envelope_gives_totals_when_every_row_of_the_page_was_removed(corpus, make_role, dsn) -> None:
+    corpus.execute("select emem.create_agent_profile('sales_agent', array['sales'])")
+    role = make_role("sales", "sales_agent")
+    put(corpus, [{"content": "apollo hr", "tags": ["apollo"], "lane": "hr"},
+                 {"content": "apollo sales", "tags": ["apollo"], "lane": "sales"}])
+    with psycopg.connect(dsn(role), autocommit=True) as agent:
+        envelope = find(agent, "apollo", None, page=1, page_size=1)
+        assert (envelope["rows"], envelope["total_pages"], envelope["total_candidates"]) == ([], 2, 2)
+        assert envelope["degraded"] is True
+        assert agent.execute("select count(*) from emem.e_gather_find('apollo', null, 1, 1)").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("q", None, 0, 30), r"page 0 is out of range"),
+    (("q", None, 1, 0), r"page_size 0 is out of range"),
+    (("q", None, 1, 1001), r"page_size 1001 is out of range"),
+    (("q", None, None, 30), r"page None is out of range"),
+    (("  ", None, 1, 30), r"the question is empty"),
+    ((None, None, 1, 30), r"the question is empty"),
+    (("x" * 10_001, None, 1, 30), r"the question has 10001 characters"),
+    (("q", "[0,0,0,0]", 1, 30), r"zero vector"),
+])
+def test_out_of_range_arguments_get_a_clear_error(corpus: psycopg.Connection, args: tuple, message: str) -> None:
+    with pytest.raises(errors.InvalidParameterValue, match=message):
+        corpus.execute("select emem.e_gather_find_envelope(%s, %s, %s, %s)", args)
+
+
+@pytest.mark.parametrize("question", [
+    "'); drop table emem.records; --", "a & b | !c:* (d)", "\\ \\\\ '' \"", "select * from pg_authid",
+    "INV-2031 | x:*", "日本語 ünïcödé 🙂", "\t\r\n\x01", "'INV-2031'",
+])
+def test_question_text_is_data_never_syntax(corpus: psycopg.Connection, question: str) -> None:
+    [target] = put(corpus, [{"content": "The 'INV-2031' invoice; drop table? select * from pg_authid", "tags": ["a"]}])
+    envelope = find(corpus, question, None)
+    assert corpus.execute("select count(*) from emem.records").fetchone()[0] == 1
+    assert all(r["record_id"] == target for r in envelope["rows"])
+
+
+def test_explain_shows_the_analysed_question_and_each_lookup(four_disjoint_lists, corpus) -> None:
+    explained = corpus.execute("select emem.e_gather_explain('apollo INV-2031 invoices', %s)",
+                               (QUESTION_VECTOR,)).fetchone()[0]
+    assert explained["question"] == {"terms": ["apollo", "inv-2031", "invoice"], "known_words": ["apollo", "invoice"],
+                                     "unknown_terms": ["INV-2031"]}
+    assert {name: v["candidates"] for name, v in explained["lookups"].items()} == {
+        "record_vectors": 20, "tags": 20, "window_vectors": 20, "fulltext": 20}
+    assert all(v["milliseconds"] >= 0 for v in explained["lookups"].values())
+
+
+def test_timeline_lists_records_by_date_within_bounds(corpus: psycopg.Connection) -> None:
+    a, b, c = put(corpus, [{"content": "a", "occurred_at": "2026-03-01T00:00:00Z", "tags": ["x"]},
+                           {"content": "b", "occurred_at": "2026-01-01T00:00:00Z"},
+                           {"content": "c", "occurred_at": "2026-05-01T00:00:00Z", "kind": "entity", "tags": ["x"]}])
+    ids = [r[0] for r in corpus.execute("select record_id from emem.e_timeline('2026-01-01', '2026-03-01')")]
+    assert ids == [b, a]
+    assert [r[0] for r in corpus.execute(
+        "select record_id from emem.e_timeline('2026-01-01', '2027-01-01', tags => array['X'])")] == [a, c]
+    assert [r[0] for r in corpus.execute(
+        "select record_id from emem.e_timeline('2026-01-01', '2027-01-01', kinds => array['entity'])")] == [c]
+    assert [r[0] for r in corpus.execute(
+        "select record_id from emem.e_timeline('2026-01-01', '2027-01-01', 2, 2)")] == [c]
+    with pytest.raises(errors.InvalidParameterValue, match="from_time <= to_time"):
+        corpus.execute("select * from emem.e_timeline('2027-01-01', '2026-01-01')")
+    with pytest.raises(errors.InvalidParameterValue, match="unknown kind"):
+        corpus.execute("select * from emem.e_timeline('2026-01-01', '2027-01-01', kinds => array['memo'])")
