@@ -143,7 +143,8 @@ create table emem.window_members (
 );
 create index window_members_by_record on emem.window_members (record_id);
 
--- One call per statement: each call updates the extension's catalog row.
+-- One call per statement: each call updates the extension's catalog row. edge_labels is
+-- left out: it is derived, and the edges trigger rebuilds it when the edges are restored.
 select pg_catalog.pg_extension_config_dump('emem.lanes', '');
 select pg_catalog.pg_extension_config_dump('emem.agent_profiles', '');
 select pg_catalog.pg_extension_config_dump('emem.profile_lanes', '');
@@ -155,7 +156,6 @@ select pg_catalog.pg_extension_config_dump('emem.records_record_id_seq', '');
 select pg_catalog.pg_extension_config_dump('emem.record_tags', '');
 select pg_catalog.pg_extension_config_dump('emem.edges', '');
 select pg_catalog.pg_extension_config_dump('emem.edges_edge_id_seq', '');
-select pg_catalog.pg_extension_config_dump('emem.edge_labels', '');
 select pg_catalog.pg_extension_config_dump('emem.record_vectors', '');
 select pg_catalog.pg_extension_config_dump('emem.windows', '');
 select pg_catalog.pg_extension_config_dump('emem.windows_window_id_seq', '');
