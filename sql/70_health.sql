@@ -14,19 +14,19 @@ declare
 begin
     select * into space from emem.embedding_spaces as s where s.is_active;
     if not found then
-        reasons := reasons || 'no_active_space';
+        reasons := pg_catalog.array_append(reasons, 'no_active_space');
     end if;
     if model_name is null or dimension is null then
-        reasons := reasons || 'declaration_unreadable';
+        reasons := pg_catalog.array_append(reasons, 'declaration_unreadable');
     elsif space.space_id is not null then
         if model_name <> space.model_name then
-            reasons := reasons || 'model_mismatch';
+            reasons := pg_catalog.array_append(reasons, 'model_mismatch');
         end if;
         if dimension <> space.dimension then
-            reasons := reasons || 'dimension_mismatch';
+            reasons := pg_catalog.array_append(reasons, 'dimension_mismatch');
         end if;
         if fingerprint is not null and space.fingerprint is not null and fingerprint <> space.fingerprint then
-            reasons := reasons || 'fingerprint_mismatch';
+            reasons := pg_catalog.array_append(reasons, 'fingerprint_mismatch');
         end if;
     end if;
     if space.space_id is not null then
@@ -35,7 +35,7 @@ begin
         from (select rv.embedding from emem.record_vectors as rv
               where rv.space_id = space.space_id limit 1000) as sample;
         if stored_dimensions is not null and stored_dimensions <> array[space.dimension] then
-            reasons := reasons || 'stored_vectors_mismatch';
+            reasons := pg_catalog.array_append(reasons, 'stored_vectors_mismatch');
         end if;
     end if;
     return pg_catalog.jsonb_build_object(

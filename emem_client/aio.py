@@ -1,0 +1,128 @@
+"""The asyncio client: Client's surface on an AsyncConnection or AsyncConnectionPool.
+
+The SQL and parsing are shared with Client (emem_client.calls); gateways are synchronous and
+run in a worker thread so they never block the event loop.
+"""
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+from pgvector.psycopg import register_vector_async
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from emem_client import calls
+from emem_client.gateways import EmbeddedGateway, Gateway, GatewayError
+from emem_client.types import EmbeddingSpace, FindPage, Health, RecordSummary
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """Client for asyncio: the same methods, awaited. See emem_client.Client."""
+
+    def __init__(
+        self, connection_or_pool: AsyncConnection[Any] | AsyncConnectionPool[Any], gateway: Gateway | None = None,
+        space_ttl: float = 30.0,
+    ) -> None:
+        self.source = connection_or_pool
+        self.gateway: Gateway = gateway if gateway is not None else EmbeddedGateway()
+        self._space_cache = calls.SpaceCache(space_ttl)
+
+    async def find(self, question: str, page: int = 1, page_size: int = 30) -> FindPage:
+        vector, reason = await self._question_vector(question)
+        return await self.run(calls.find(question, vector, page, page_size, reason))
+
+    async def explain(self, question: str) -> dict[str, Any]:
+        vector, reason = await self._question_vector(question)
+        return await self.run(calls.explain(question, vector, reason))
+
+    async def timeline(
+        self, from_time: datetime, to_time: datetime, page: int = 1, page_size: int = 30,
+        kinds: Iterable[str] | None = None, tags: Iterable[str] | None = None,
+    ) -> list[RecordSummary]:
+        return await self.run(calls.timeline(from_time, to_time, page, page_size, kinds, tags))
+
+    async def records_with_all_tags(self, tags: Iterable[str]) -> list[RecordSummary]:
+        return await self.run(calls.records_with_all_tags(tags))
+
+    async def put_records(self, items: Sequence[dict[str, Any]], space_id: int | None = None) -> list[int]:
+        return await self.run(calls.put_records(items, space_id))
+
+    async def put_record(self, kind: str, content: str, lane: str, tags: Iterable[str] = (), **fields: Any) -> int:
+        return (await self.put_records([calls.record_item(kind, content, lane, tags, fields)]))[0]
+
+    async def tag(self, record_id: int, tags: Iterable[str]) -> None:
+        await self.run(calls.tag(record_id, tags))
+
+    async def untag(self, record_id: int, tags: Iterable[str]) -> int:
+        return await self.run(calls.untag(record_id, tags))
+
+    async def link(self, from_id: int, to_id: int, relation: str, properties: dict[str, Any] | None = None) -> int:
+        return await self.run(calls.link(from_id, to_id, relation, properties))
+
+    async def put_record_vector(self, record_id: int, vector: Sequence[float], space_id: int | None = None) -> None:
+        await self.run(calls.put_record_vector(record_id, vector, space_id))
+
+    async def put_window(
+        self, member_record_ids: Iterable[int], vector: Sequence[float], space_id: int | None = None,
+    ) -> int:
+        return await self.run(calls.put_window(member_record_ids, vector, space_id))
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        return await asyncio.to_thread(self.gateway.embed, texts)
+
+    async def health(self) -> Health:
+        try:
+            declaration, reason = await asyncio.to_thread(self.gateway.declaration), None
+        except GatewayError as error:
+            declaration, reason = None, error.reason
+        return await self.run(calls.health(declaration, reason))
+
+    async def ensure_space(self, activate: bool = True) -> int:
+        declaration = await asyncio.to_thread(self.gateway.declaration)
+        space_id = await self.run(calls.ensure_space(declaration, activate))
+        self._space_cache.forget()
+        return space_id
+
+    async def run(self, call: calls.Call[T]) -> T:
+        """Runs one Call (emem_client.calls) in its own transaction block: the way to add SQL calls."""
+        async with self._connection() as connection, connection.transaction(), \
+                connection.cursor(row_factory=dict_row) as cursor:
+            await cursor.execute(call.sql, call.params)
+            return call.read(await cursor.fetchall())
+
+    async def _question_vector(self, question: str) -> tuple[list[float] | None, str | None]:
+        try:
+            space = await self._active_space()
+            declaration = await asyncio.to_thread(self.gateway.declaration)
+            if problem := calls.declaration_problem(declaration, space):
+                return None, problem
+            vectors = await asyncio.to_thread(self.gateway.embed, [question])
+        except GatewayError as error:
+            return None, error.reason
+        return calls.question_vector(vectors, declaration)
+
+    async def _active_space(self) -> EmbeddingSpace | None:
+        if self._space_cache.fresh:
+            return self._space_cache.space
+        return self._space_cache.store(await self.run(calls.active_space()))
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        if isinstance(self.source, AsyncConnectionPool):
+            async with self.source.connection() as connection:
+                yield await with_vector_type(connection)
+        else:
+            yield await with_vector_type(self.source)
+
+
+async def with_vector_type(connection: AsyncConnection[Any]) -> AsyncConnection[Any]:
+    """The connection, with pgvector's adapter registered unless it is already."""
+    if connection.adapters.types.get("vector") is None:
+        await register_vector_async(connection)
+    return connection

@@ -1,0 +1,201 @@
+"""Each client method as one SQL call: its text, its parameters and how to read its rows.
+
+The sync and async clients only differ in how they run a Call, so the SQL and the parsing
+live here once. Parameters carry explicit casts, so each function resolves by its documented
+signature and out-of-range values meet its own checks (SQLSTATE 22023).
+"""
+
+import json
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any, Generic, TypeVar
+
+from pgvector import Vector
+from psycopg.types.json import Jsonb
+
+from emem_client.gateways import DECLARATION_MISMATCH, GATEWAY_BAD_ANSWER, ModelDeclaration
+from emem_client.types import EmbeddingSpace, FindPage, Health, RecordSummary
+
+T = TypeVar("T")
+Rows = list[dict[str, Any]]
+
+# find's degraded_reason when no embedding space is active: the gateway's vectors belong nowhere.
+NO_ACTIVE_SPACE = "no_active_space"
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One SQL statement, its parameters, and how its rows (as dicts) become the answer."""
+
+    sql: str
+    params: Sequence[Any]
+    read: Callable[[Rows], T]
+
+
+def _single(column: str) -> Callable[[Rows], Any]:
+    return lambda rows: rows[0][column]
+
+
+def _nothing(_: Rows) -> None:
+    return None
+
+
+def _summaries(rows: Rows) -> list[RecordSummary]:
+    return [RecordSummary.from_row(row) for row in rows]
+
+
+def as_vector(values: Sequence[float] | Vector | None) -> Vector | None:
+    if values is None or isinstance(values, Vector):
+        return values
+    return Vector(list(values))
+
+
+def find(question: str, vector: Sequence[float] | None, page: int, page_size: int,
+         degraded_reason: str | None) -> Call[FindPage]:
+    return Call(
+        "select emem.e_gather_find_envelope(%s::text, %s, %s::integer, %s::integer) as envelope",
+        (question, as_vector(vector), page, page_size),
+        lambda rows: FindPage.from_envelope(rows[0]["envelope"], degraded_reason))
+
+
+def explain(question: str, vector: Sequence[float] | None, degraded_reason: str | None) -> Call[dict[str, Any]]:
+    def read(rows: Rows) -> dict[str, Any]:
+        explanation: dict[str, Any] = rows[0]["explanation"]
+        if explanation.get("degraded") and degraded_reason:
+            explanation["degraded_reason"] = degraded_reason
+        return explanation
+
+    return Call("select emem.e_gather_explain(%s::text, %s) as explanation", (question, as_vector(vector)), read)
+
+
+def timeline(from_time: datetime, to_time: datetime, page: int, page_size: int,
+             kinds: Iterable[str] | None, tags: Iterable[str] | None) -> Call[list[RecordSummary]]:
+    return Call(
+        "select * from emem.e_timeline(%s::timestamptz, %s::timestamptz, %s::integer, %s::integer,"
+        " %s::text[], %s::text[])",
+        (from_time, to_time, page, page_size, _text_array(kinds), _text_array(tags)),
+        _summaries)
+
+
+def records_with_all_tags(tags: Iterable[str]) -> Call[list[RecordSummary]]:
+    return Call("select * from emem.records_with_all_tags(%s::text[])", (_text_array(tags),), _summaries)
+
+
+def put_records(items: Sequence[dict[str, Any]], space_id: int | None) -> Call[list[int]]:
+    return Call(
+        "select record_id from emem.put_records(%s::jsonb, %s::integer) order by item_number",
+        (Jsonb(list(items), dumps=_item_json), space_id),
+        lambda rows: [int(row["record_id"]) for row in rows])
+
+
+def record_item(kind: str, content: str, lane: str, tags: Iterable[str], fields: dict[str, Any]) -> dict[str, Any]:
+    """One put_records item; fields left as None are left out, so the database defaults apply."""
+    item = {"kind": kind, "content": content, "lane": lane, "tags": list(tags), **fields}
+    return {key: value for key, value in item.items() if value is not None}
+
+
+def tag(record_id: int, tags: Iterable[str]) -> Call[None]:
+    return Call("select emem.tag_record(%s::bigint, %s::text[])", (record_id, _text_array(tags)), _nothing)
+
+
+def untag(record_id: int, tags: Iterable[str]) -> Call[int]:
+    return Call("select emem.untag_record(%s::bigint, %s::text[]) as removed",
+                (record_id, _text_array(tags)), _single("removed"))
+
+
+def link(from_id: int, to_id: int, relation: str, properties: dict[str, Any] | None) -> Call[int]:
+    return Call("select emem.link_records(%s::bigint, %s::bigint, %s::text, %s::jsonb) as edge_id",
+                (from_id, to_id, relation, Jsonb(properties or {}, dumps=_item_json)), _single("edge_id"))
+
+
+def put_record_vector(record_id: int, vector: Sequence[float], space_id: int | None) -> Call[None]:
+    return Call("select emem.put_record_vector(%s::bigint, %s, %s::integer)",
+                (record_id, as_vector(vector), space_id), _nothing)
+
+
+def put_window(member_record_ids: Iterable[int], vector: Sequence[float], space_id: int | None) -> Call[int]:
+    return Call("select emem.put_window(%s::bigint[], %s, %s::integer) as window_id",
+                (list(member_record_ids), as_vector(vector), space_id), _single("window_id"))
+
+
+def active_space() -> Call[EmbeddingSpace | None]:
+    def read(rows: Rows) -> EmbeddingSpace | None:
+        return EmbeddingSpace(**rows[0]) if rows else None
+
+    return Call("select space_id, model_name, dimension, fingerprint from emem.embedding_spaces where is_active",
+                (), read)
+
+
+def health(declaration: ModelDeclaration | None, gateway_reason: str | None) -> Call[Health]:
+    declared = (declaration.model_name, declaration.dimension, declaration.fingerprint) if declaration else (
+        None, None, None)
+    return Call("select emem.e_health(%s::text, %s::integer, %s::text) as health", declared,
+                lambda rows: Health.from_json(rows[0]["health"], gateway_reason))
+
+
+def ensure_space(declaration: ModelDeclaration, activate: bool) -> Call[int]:
+    return Call("select emem.create_embedding_space(%s::text, %s::integer, %s::text, %s::boolean) as space_id",
+                (declaration.model_name, declaration.dimension, declaration.fingerprint, activate),
+                _single("space_id"))
+
+
+def declaration_problem(declaration: ModelDeclaration, space: EmbeddingSpace | None) -> str | None:
+    """Why the gateway's vectors do not belong in the active space, or None when they do."""
+    if space is None:
+        return NO_ACTIVE_SPACE
+    if declaration.model_name != space.model_name or declaration.dimension != space.dimension:
+        return DECLARATION_MISMATCH
+    if space.fingerprint is not None and declaration.fingerprint != space.fingerprint:
+        return DECLARATION_MISMATCH
+    return None
+
+
+def question_vector(vectors: list[list[float]], declaration: ModelDeclaration) -> tuple[list[float] | None, str | None]:
+    """The one vector of the question, or None and gateway_bad_answer when the answer is not that."""
+    if len(vectors) != 1 or len(vectors[0]) != declaration.dimension:
+        return None, GATEWAY_BAD_ANSWER
+    return vectors[0], None
+
+
+class SpaceCache:
+    """The active embedding space, read again after `ttl` seconds (None: there is none)."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self.space: EmbeddingSpace | None = None
+        self._read_at = -math.inf
+
+    @property
+    def fresh(self) -> bool:
+        return time.monotonic() - self._read_at < self.ttl
+
+    def store(self, space: EmbeddingSpace | None) -> EmbeddingSpace | None:
+        self.space, self._read_at = space, time.monotonic()
+        return space
+
+    def forget(self) -> None:
+        self._read_at = -math.inf
+
+
+def _text_array(values: Iterable[str] | None) -> list[str] | None:
+    return None if values is None else list(values)
+
+
+def _item_json(value: Any) -> str:
+    return json.dumps(value, default=_json_value, allow_nan=False)
+
+
+def _json_value(value: Any) -> Any:
+    """JSON for what json cannot write itself: dates, pgvector and numpy vectors, sets."""
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Vector):
+        return value.to_list()
+    if hasattr(value, "tolist"):  # numpy arrays and scalars
+        return value.tolist()
+    if isinstance(value, set | frozenset):
+        return sorted(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")

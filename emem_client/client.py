@@ -1,0 +1,134 @@
+"""The synchronous client: one SQL call per method on a connection or pool the caller owns."""
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+from pgvector.psycopg import register_vector
+from psycopg import Connection
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from emem_client import calls
+from emem_client.gateways import EmbeddedGateway, Gateway, GatewayError
+from emem_client.types import EmbeddingSpace, FindPage, Health, RecordSummary
+
+T = TypeVar("T")
+
+
+class Client:
+    """emem for an agent: find, the timeline, health, and writing records, tags, edges and vectors.
+
+    It borrows `connection_or_pool` and never creates the extension or credentials. Each method
+    runs in its own transaction block (a savepoint inside one the caller has open), and database
+    errors propagate unchanged. A single Connection serves one thread at a time; share a pool
+    across threads. The gateway defaults to the embedded local model.
+    """
+
+    def __init__(
+        self, connection_or_pool: Connection[Any] | ConnectionPool[Any], gateway: Gateway | None = None,
+        space_ttl: float = 30.0,
+    ) -> None:
+        self.source = connection_or_pool
+        self.gateway: Gateway = gateway if gateway is not None else EmbeddedGateway()
+        self._space_cache = calls.SpaceCache(space_ttl)
+
+    def find(self, question: str, page: int = 1, page_size: int = 30) -> FindPage:
+        """One page of e_gather_find; degraded (with the gateway's reason) when no vector could be used."""
+        vector, reason = self._question_vector(question)
+        return self.run(calls.find(question, vector, page, page_size, reason))
+
+    def explain(self, question: str) -> dict[str, Any]:
+        """e_gather_explain: how find reads the question and what each lookup found."""
+        vector, reason = self._question_vector(question)
+        return self.run(calls.explain(question, vector, reason))
+
+    def timeline(
+        self, from_time: datetime, to_time: datetime, page: int = 1, page_size: int = 30,
+        kinds: Iterable[str] | None = None, tags: Iterable[str] | None = None,
+    ) -> list[RecordSummary]:
+        return self.run(calls.timeline(from_time, to_time, page, page_size, kinds, tags))
+
+    def records_with_all_tags(self, tags: Iterable[str]) -> list[RecordSummary]:
+        return self.run(calls.records_with_all_tags(tags))
+
+    def put_records(self, items: Sequence[dict[str, Any]], space_id: int | None = None) -> list[int]:
+        """Writes records in one statement, all or nothing; returns their ids in item order."""
+        return self.run(calls.put_records(items, space_id))
+
+    def put_record(self, kind: str, content: str, lane: str, tags: Iterable[str] = (), **fields: Any) -> int:
+        return self.put_records([calls.record_item(kind, content, lane, tags, fields)])[0]
+
+    def tag(self, record_id: int, tags: Iterable[str]) -> None:
+        self.run(calls.tag(record_id, tags))
+
+    def untag(self, record_id: int, tags: Iterable[str]) -> int:
+        return self.run(calls.untag(record_id, tags))
+
+    def link(self, from_id: int, to_id: int, relation: str, properties: dict[str, Any] | None = None) -> int:
+        return self.run(calls.link(from_id, to_id, relation, properties))
+
+    def put_record_vector(self, record_id: int, vector: Sequence[float], space_id: int | None = None) -> None:
+        self.run(calls.put_record_vector(record_id, vector, space_id))
+
+    def put_window(self, member_record_ids: Iterable[int], vector: Sequence[float], space_id: int | None = None) -> int:
+        return self.run(calls.put_window(member_record_ids, vector, space_id))
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """Vectors from the gateway; raises GatewayError when it fails."""
+        return self.gateway.embed(texts)
+
+    def health(self) -> Health:
+        try:
+            declaration, reason = self.gateway.declaration(), None
+        except GatewayError as error:
+            declaration, reason = None, error.reason
+        return self.run(calls.health(declaration, reason))
+
+    def ensure_space(self, activate: bool = True) -> int:
+        """The embedding space of the gateway's model (created when missing); raises GatewayError."""
+        space_id = self.run(calls.ensure_space(self.gateway.declaration(), activate))
+        self._space_cache.forget()
+        return space_id
+
+    def run(self, call: calls.Call[T]) -> T:
+        """Runs one Call (emem_client.calls) in its own transaction block: the way to add SQL calls."""
+        with self._connection() as connection, connection.transaction(), \
+                connection.cursor(row_factory=dict_row) as cursor:
+            cursor.execute(call.sql, call.params)
+            return call.read(cursor.fetchall())
+
+    _run = run  # the name emem_client.ingest still uses; drop once it calls run()
+
+    def _question_vector(self, question: str) -> tuple[list[float] | None, str | None]:
+        """The question's vector, or None and the reason code it cannot be used."""
+        try:
+            space = self._active_space()
+            declaration = self.gateway.declaration()
+            if problem := calls.declaration_problem(declaration, space):
+                return None, problem
+            vectors = self.gateway.embed([question])
+        except GatewayError as error:
+            return None, error.reason
+        return calls.question_vector(vectors, declaration)
+
+    def _active_space(self) -> EmbeddingSpace | None:
+        if self._space_cache.fresh:
+            return self._space_cache.space
+        return self._space_cache.store(self.run(calls.active_space()))
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection[Any]]:
+        if isinstance(self.source, ConnectionPool):
+            with self.source.connection() as connection:
+                yield with_vector_type(connection)
+        else:
+            yield with_vector_type(self.source)
+
+
+def with_vector_type(connection: Connection[Any]) -> Connection[Any]:
+    """The connection, with pgvector's adapter registered unless it is already (say by a pool's configure)."""
+    if connection.adapters.types.get("vector") is None:
+        register_vector(connection)
+    return connection

