@@ -81,12 +81,22 @@ comment on column emem.records.source_key is 'Optional key of the record''s sour
 create table emem.record_tags (
     record_id bigint not null references emem.records on delete cascade,
     tag text not null constraint tag_not_empty check (pg_catalog.btrim(tag) <> ''),
-    tag_terms text[] not null generated always as (emem.label_terms(tag)) stored,
     primary key (record_id, tag)
 );
 create index record_tags_by_tag on emem.record_tags (tag, record_id);
-create index record_tags_by_terms on emem.record_tags using gin (tag_terms);
-comment on table emem.record_tags is 'Labels on records, stored lower-case; tag_terms are their normalised words.';
+comment on table emem.record_tags is 'Labels on records, stored lower-case (emem.normal_tag).';
+
+-- Every distinct tag once, with its normalised words and how many records carry it (in every
+-- lane), kept by the record_tags triggers: questions are matched against this small table, and
+-- exact totals for broad tags come from the counts instead of touching every tagged row.
+create table emem.tag_vocabulary (
+    tag text primary key,
+    tag_terms text[] not null,
+    record_count bigint not null constraint record_count_not_negative check (record_count >= 0)
+);
+create index tag_vocabulary_by_terms on emem.tag_vocabulary using gin (tag_terms);
+comment on table emem.tag_vocabulary is
+  'Each tag''s normalised words and record count (all lanes); derived from emem.record_tags.';
 
 create table emem.edges (
     edge_id bigserial primary key,

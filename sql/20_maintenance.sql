@@ -46,3 +46,47 @@ $$;
 create trigger embedding_spaces_create_indexes
     after insert on emem.embedding_spaces
     for each row execute function emem.create_space_indexes();
+
+-- The tag vocabulary follows record_tags statement by statement (a bulk load touches each of
+-- its tags once). Rows are taken in tag order so concurrent writers lock them in one order.
+-- Definer: agents write tags but must not read the vocabulary, which spans every lane.
+create function emem.count_tags() returns trigger
+language plpgsql
+security definer  -- the vocabulary is not readable or writable by agents
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if tg_op in ('DELETE', 'UPDATE') then
+        update emem.tag_vocabulary as v set record_count = v.record_count - removed.records
+        from (select r.tag, pg_catalog.count(*) as records from removed_tags as r group by r.tag order by r.tag) as removed
+        where v.tag = removed.tag;
+    end if;
+    if tg_op in ('INSERT', 'UPDATE') then
+        insert into emem.tag_vocabulary as v (tag, tag_terms, record_count)
+        select a.tag, emem.label_terms(a.tag), pg_catalog.count(*)
+        from added_tags as a group by a.tag order by a.tag
+        on conflict (tag) do update set record_count = v.record_count + excluded.record_count;
+    end if;
+    return null;
+end
+$$;
+create trigger record_tags_count_added after insert on emem.record_tags
+    referencing new table as added_tags for each statement execute function emem.count_tags();
+create trigger record_tags_count_removed after delete on emem.record_tags
+    referencing old table as removed_tags for each statement execute function emem.count_tags();
+create trigger record_tags_count_changed after update on emem.record_tags
+    referencing old table as removed_tags new table as added_tags
+    for each statement execute function emem.count_tags();
+
+create function emem.forget_tag_counts() returns trigger
+language plpgsql
+security definer  -- as emem.count_tags
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    update emem.tag_vocabulary set record_count = 0;
+    return null;
+end
+$$;
+create trigger record_tags_truncated after truncate on emem.record_tags
+    for each statement execute function emem.forget_tag_counts();

@@ -13,3 +13,4 @@ grant select on emem.lanes, emem.agent_profiles, emem.profile_lanes, emem.role_p
 revoke execute on function emem.create_lane(text), emem.create_agent_profile(text, text[]),
     emem.bind_role(name, text), emem.create_embedding_space(text, integer, text, boolean),
     emem.activate_embedding_space(integer) from public;
+revoke all on emem.tag_vocabulary from public;

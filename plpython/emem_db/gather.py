@@ -1,22 +1,15 @@
-"""e_gather_find inside the database: the lookups the pipeline profile lists, the merge,
-pages cut before the lane filter, and degraded mode.
-
-Orders (ties are always broken by record id, ascending):
-- with a question vector, every list by distance; a record without a vector in the active
-  space counts as the worst distance, 2 (a placeholder);
-- degraded (no vector): tags and edges by the number of distinct question terms matched,
-  most first; full text by matched terms, most first, then ts_rank, highest first.
-"""
+"""e_gather_find inside the database: checks, the lookups the pipeline profile lists, the
+merge, pages cut before the lane filter, and degraded mode. The lookups and their orders are
+in lookups.py."""
 
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from emem_db.analysis import QuestionAnalysis
 from emem_db.entry import Backend
+from emem_db.lookups import Lookups, Request, Space, members, total_candidates
 from emem_db.merge import Candidate, Placement, interleave
 from emem_db.profile import ProfileError, parse_profile
 
@@ -31,27 +24,6 @@ CANDIDATE_SETTINGS = {
 }
 MAX_CANDIDATES = 10_000
 DEGRADED_NO_VECTOR = "no_vector"
-
-
-@dataclass(frozen=True)
-class Space:
-    space_id: int
-    dimension: int
-    model_name: str
-
-
-@dataclass(frozen=True)
-class Request:
-    question: str
-    vector: str | None
-    analysis: QuestionAnalysis
-    weights: dict[str, float]
-    space: Space | None
-    candidate_counts: dict[str, int]
-
-    @property
-    def degraded(self) -> bool:
-        return self.vector is None
 
 
 @dataclass(frozen=True)
@@ -161,121 +133,18 @@ class Gather:
         if not shape["norm"] > 0 or math.isinf(shape["norm"]):
             self.fail("the question vector is the zero vector (or overflows), which has no cosine distance")
 
-    # ---- the lookups --------------------------------------------------------------------
-
-    def lookups(self, request: Request) -> dict[str, Callable[[Request], list[Candidate]]]:
-        """The lookups of the profile that can run for this request, in the merge's tie order."""
-        available = {
-            "record_vectors": self.record_vectors if not request.degraded else None,
-            "tags": self.tags,
-            "window_vectors": self.window_vectors if not request.degraded else None,
-            "fulltext": self.fulltext,
-        }
-        return {name: available[name] for name in request.weights if available[name] is not None}
-
-    def distance_sql(self, request: Request) -> str:
-        """The cosine distance of a record to the question; NULL without a vector."""
-        space_id = request.space.space_id if request.space else 0
-        return (
-            "(select rv.embedding operator(public.<=>) $2::public.vector from emem.record_vectors as rv"
-            f" where rv.space_id = {space_id:d} and rv.record_id = found.record_id)"
-        )
-
-    def tags(self, request: Request) -> list[Candidate]:
-        if not request.analysis.terms:
-            return []
-        order = "matched_terms desc, record_id" if request.degraded else "distance nulls last, record_id"
-        sql = f"""
-            with matched (record_id, terms) as (
-                select rt.record_id, rt.tag_terms from emem.record_tags as rt
-                where rt.tag_terms operator(pg_catalog.&&) $1 and rt.tag_terms operator(pg_catalog.<@) $1
-                union all
-                select endpoint, el.label_terms
-                from emem.edge_labels as el
-                join emem.edges as e on e.edge_id = el.edge_id
-                cross join lateral (values (e.from_record_id), (e.to_record_id)) as ends (endpoint)
-                where el.label_terms operator(pg_catalog.&&) $1 and el.label_terms operator(pg_catalog.<@) $1
-            ), found as (
-                select m.record_id, pg_catalog.count(distinct t) as matched_terms
-                from matched as m cross join lateral pg_catalog.unnest(m.terms) as t
-                group by m.record_id
-            )
-            select record_id, {self.distance_sql(request)} as distance, matched_terms
-            from found order by {order}"""
-        return self.candidates(sql, ["text[]", "public.vector"], [list(request.analysis.terms), request.vector])
-
-    def fulltext(self, request: Request) -> list[Candidate]:
-        if not request.analysis.unknown_terms:
-            return []
-        order = "matched_terms desc, rank desc, record_id" if request.degraded else "distance nulls last, record_id"
-        sql = f"""
-            with term as (
-                select q from pg_catalog.unnest($1) as t,
-                     pg_catalog.phraseto_tsquery('emem.exact'::pg_catalog.regconfig, t) as q
-                where pg_catalog.numnode(q) > 0
-            ), question as (
-                select emem.tsquery_any(q) as any_term, pg_catalog.array_agg(q) as each_term from term
-            ), found as (
-                select r.record_id,
-                       (select pg_catalog.count(*) from pg_catalog.unnest(question.each_term) as q
-                        where r.content_search operator(pg_catalog.@@) q) as matched_terms,
-                       pg_catalog.ts_rank(r.content_search, question.any_term) as rank
-                from emem.records as r, question
-                where r.content_search operator(pg_catalog.@@) (select any_term from question)
-            )
-            select record_id, {self.distance_sql(request)} as distance, matched_terms, rank
-            from found order by {order}"""
-        return self.candidates(sql, ["text[]", "public.vector"], [list(request.analysis.unknown_terms), request.vector])
-
-    def record_vectors(self, request: Request) -> list[Candidate]:
-        space = request.space
-        sql = f"""
-            select record_id,
-                   (embedding::public.vector({space.dimension:d})
-                    operator(public.<=>) $1::public.vector({space.dimension:d})) as distance
-            from emem.record_vectors where space_id = {space.space_id:d}
-            order by distance limit $2"""
-        return self.nearest(sql, request, request.candidate_counts["record_vectors"])
-
-    def window_vectors(self, request: Request) -> list[Candidate]:
-        space = request.space
-        sql = f"""
-            with nearest as (
-                select window_id,
-                       (embedding::public.vector({space.dimension:d})
-                        operator(public.<=>) $1::public.vector({space.dimension:d})) as distance
-                from emem.windows where space_id = {space.space_id:d}
-                order by distance limit $2
-            )
-            select m.record_id, pg_catalog.min(n.distance) as distance,
-                   pg_catalog.array_agg(n.window_id order by n.distance, n.window_id) as windows
-            from nearest as n join emem.window_members as m on m.window_id = n.window_id
-            group by m.record_id
-            order by distance, record_id"""
-        return self.nearest(sql, request, request.candidate_counts["window_vectors"])
-
-    def nearest(self, sql: str, request: Request, count: int) -> list[Candidate]:
-        """An HNSW scan of `count` rows: ef_search must be at least that for the index to return them."""
-        self.plpy.execute(self.state.plan(
-            "select pg_catalog.set_config('hnsw.ef_search', greatest($1,"
-            " pg_catalog.current_setting('hnsw.ef_search')::int)::text, true)", ["int"]), [count])
-        return self.candidates(sql, ["public.vector", "int"], [request.vector, count])
-
-    def candidates(self, sql: str, types: list[str], args: list[Any]) -> list[Candidate]:
-        rows = self.plpy.execute(self.state.plan(sql, types), args)
-        return [
-            Candidate(row["record_id"], row["distance"], tuple(row.get("windows") or ()))
-            for row in rows
-        ]
-
     # ---- find ---------------------------------------------------------------------------
 
-    def run_lookups(self, request: Request) -> tuple[dict[str, list[Candidate]], dict[str, float]]:
-        lists: dict[str, list[Candidate]] = {}
+    def run_lookups(self, request: Request) -> tuple[dict[str, Sequence[Candidate]], dict[str, float]]:
+        """Each lookup of the profile that can run (the vector ones need a vector), timed."""
+        lookups = Lookups(self.state, request)
+        runnable = [name for name in request.weights
+                    if not (request.degraded and name in ("record_vectors", "window_vectors"))]
+        lists: dict[str, Sequence[Candidate]] = {}
         timings: dict[str, float] = {}
-        for name, lookup in self.lookups(request).items():
+        for name in runnable:
             started = time.perf_counter()
-            lists[name] = lookup(request)
+            lists[name] = lookups.run(name)
             timings[name] = round((time.perf_counter() - started) * 1000, 3)
         return lists, timings
 
@@ -285,7 +154,7 @@ class Gather:
         request = self.request(question, vector)
         lists, _ = self.run_lookups(request)
         merged = interleave(lists, request.weights, limit=page * page_size)
-        total = len({c.record_id for candidates in lists.values() for c in candidates})
+        total = total_candidates(lists)
         page_places = merged[(page - 1) * page_size: page * page_size]
         return {
             "page": page,
@@ -299,7 +168,7 @@ class Gather:
         }
 
     def rows(
-        self, places: list[Placement], offset: int, lists: dict[str, list[Candidate]],
+        self, places: list[Placement], offset: int, lists: dict[str, Sequence[Candidate]],
         caller: Caller, request: Request,
     ) -> list[dict]:
         if not places:
@@ -314,16 +183,15 @@ class Gather:
                 from emem.records as r where r.record_id operator(pg_catalog.=) any ($1)
                 """, ["bigint[]"]), [[p.record_id for p in places]])
         }
-        found_by = {
-            name: {c.record_id: c for c in candidates} for name, candidates in lists.items()
-        }
+        page_ids = [p.record_id for p in places]
+        found_by = {name: members(candidates, page_ids) for name, candidates in lists.items()}
+        windows = {c.record_id: c.windows for c in lists.get("window_vectors", ())}
         rows = []
         for rank, place in enumerate(places, start=offset + 1):
             detail = details[place.record_id]
             if not caller.may_read(detail["lane_name"]):
                 continue
             is_cosine = not request.degraded and place.candidate.distance is not None
-            window_hit = found_by.get("window_vectors", {}).get(place.record_id)
             rows.append({
                 "rank": rank,
                 "record_id": place.record_id,
@@ -334,8 +202,8 @@ class Gather:
                 "distance": place.candidate.distance if is_cosine else WORST_DISTANCE,
                 "distance_kind": "cosine" if is_cosine else "placeholder",
                 "placed_by": place.placed_by,
-                "found_by": [name for name, by_id in found_by.items() if place.record_id in by_id],
-                "windows": list(window_hit.windows) if window_hit else [],
+                "found_by": [name for name, ids in found_by.items() if place.record_id in ids],
+                "windows": list(windows.get(place.record_id, ())),
             })
         return rows
 
@@ -355,10 +223,11 @@ class Gather:
             "degraded_reason": DEGRADED_NO_VECTOR if request.degraded else None,
             "active_space": vars(request.space) if request.space else None,
             "lookups": {
-                name: {"candidates": len(lists[name]), "milliseconds": timings[name]} for name in lists
+                name: {"candidates": total_candidates({name: lists[name]}), "milliseconds": timings[name]}
+                for name in lists
             },
             "skipped_lookups": [name for name in request.weights if name not in lists],
-            "total_candidates": len({c.record_id for candidates in lists.values() for c in candidates}),
+            "total_candidates": total_candidates(lists),
         }
 
 

@@ -53,9 +53,17 @@ def interleave(
 def _skip_placed(
     candidates: Sequence[Candidate], next_index: dict[str, int], name: str, placed_ids: set[int]
 ) -> bool:
-    """Advance a list past records already placed; whether it still holds an unplaced one."""
+    """Advance a list past records already placed; whether it still holds an unplaced one.
+
+    Lists are only indexed, never measured, so a list may fetch its candidates as the merge
+    reaches them (IndexError marks its end).
+    """
     index = next_index[name]
-    while index < len(candidates) and candidates[index].record_id in placed_ids:
-        index += 1
-    next_index[name] = index
-    return index < len(candidates)
+    try:
+        while candidates[index].record_id in placed_ids:
+            index += 1
+    except IndexError:
+        return False
+    finally:
+        next_index[name] = index
+    return True

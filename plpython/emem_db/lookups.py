@@ -1,0 +1,321 @@
+"""The four lookups as set-based SQL over the extension's indexes.
+
+Orders (ties are always broken by record id, ascending):
+- with a question vector, every list by distance; a record without a vector in the active
+  space counts as the worst distance, 2 (a placeholder);
+- degraded (no vector): tags and edges by the number of distinct question terms matched,
+  most first; full text by matched terms, most first, then ts_rank, highest first.
+
+A tag match larger than EXACT_TAG_CANDIDATES (a broad tag) is not fetched whole: its list is
+read from the HNSW index, filtered to the tagged records, as far as the merge reaches, and its
+size comes from the tag vocabulary's counts.
+"""
+
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from emem_db.analysis import QuestionAnalysis
+from emem_db.entry import Backend
+from emem_db.merge import Candidate
+
+EXACT_TAG_CANDIDATES = 2_000
+# ef_search of the filtered scans: fixed, so that a longer fetch extends a shorter one.
+FILTERED_SCAN_EF_SEARCH = 100
+
+
+@dataclass(frozen=True)
+class Space:
+    space_id: int
+    dimension: int
+    model_name: str
+
+
+@dataclass(frozen=True)
+class Request:
+    question: str
+    vector: str | None
+    analysis: QuestionAnalysis
+    weights: dict[str, float]
+    space: Space | None
+    candidate_counts: dict[str, int]
+
+    @property
+    def degraded(self) -> bool:
+        return self.vector is None
+
+
+@dataclass(frozen=True)
+class TagMatch:
+    """What the question's terms match: tags (largest first, with counts) and edge endpoints."""
+
+    tags: list[str]
+    counts: list[int]
+    edge_endpoints: list[int]
+
+    @property
+    def estimated_size(self) -> int:
+        return sum(self.counts) + len(self.edge_endpoints)
+
+
+@contextmanager
+def scoped_settings(plpy: Any, state: Backend, values: dict[str, str]):
+    """Set GUCs for the statements inside, then put back what the caller had."""
+    names = list(values)
+    saved = plpy.execute(state.plan(
+        "select name, pg_catalog.current_setting(name) as value from pg_catalog.unnest($1) as name",
+        ["text[]"]), [names])
+    setter = state.plan("select pg_catalog.set_config($1, $2, true)", ["text", "text"])
+    for name, value in values.items():
+        plpy.execute(setter, [name, value])
+    try:
+        yield
+    finally:
+        for row in saved:
+            plpy.execute(setter, [row["name"], row["value"]])
+
+
+class Lookups:
+    def __init__(self, state: Backend, request: Request) -> None:
+        self.state = state
+        self.plpy = state.plpy
+        self.request = request
+
+    def run(self, name: str) -> Sequence[Candidate]:
+        return getattr(self, name)()
+
+    def execute(self, sql: str, types: list[str], args: list[Any]) -> list[dict]:
+        return self.plpy.execute(self.state.plan(sql, types), args)
+
+    def candidates(self, sql: str, types: list[str], args: list[Any]) -> list[Candidate]:
+        return [
+            Candidate(row["record_id"], row["distance"], tuple(row.get("windows") or ()))
+            for row in self.execute(sql, types, args)
+        ]
+
+    def distance_sql(self) -> str:
+        """The cosine distance of a record (found.record_id) to the question ($2); NULL without."""
+        space_id = self.request.space.space_id if self.request.space else 0
+        return (
+            "(select rv.embedding operator(public.<=>) $2::public.vector from emem.record_vectors as rv"
+            f" where rv.space_id = {space_id:d} and rv.record_id = found.record_id)"
+        )
+
+    def vector_distance_sql(self, column: str) -> str:
+        """The expression the space's HNSW partial index orders by."""
+        dimension = self.request.space.dimension
+        return (f"({column}::public.vector({dimension:d})"
+                f" operator(public.<=>) $1::public.vector({dimension:d}))")
+
+    # ---- tags and edge properties -----------------------------------------------------------
+
+    def tags(self) -> Sequence[Candidate]:
+        terms = list(self.request.analysis.terms)
+        if not terms:
+            return []
+        match = self.tag_match(terms)
+        if match.tags and match.estimated_size > EXACT_TAG_CANDIDATES:
+            return BroadTagList(self, match)
+        return self.exact_tags(match.tags, terms)
+
+    def tag_match(self, terms: list[str]) -> TagMatch:
+        row = self.execute(
+            """
+            with matched as (
+                select v.tag, v.record_count from emem.tag_vocabulary as v
+                where v.tag_terms operator(pg_catalog.&&) $1 and v.tag_terms operator(pg_catalog.<@) $1
+                  and v.record_count > 0
+            )
+            select coalesce((select pg_catalog.array_agg(tag order by record_count desc, tag) from matched),
+                            '{}') as tags,
+                   coalesce((select pg_catalog.array_agg(record_count order by record_count desc, tag)
+                             from matched), '{}') as counts,
+                   array(select distinct ends.endpoint
+                         from emem.edge_labels as el
+                         join emem.edges as e on e.edge_id = el.edge_id
+                         cross join lateral (values (e.from_record_id), (e.to_record_id)) as ends (endpoint)
+                         where el.label_terms operator(pg_catalog.&&) $1
+                           and el.label_terms operator(pg_catalog.<@) $1) as edge_endpoints
+            """, ["text[]"], [terms])[0]
+        return TagMatch(list(row["tags"]), list(row["counts"]), list(row["edge_endpoints"]))
+
+    def exact_tags(self, tags: list[str], terms: list[str]) -> list[Candidate]:
+        """Every tag and edge candidate, with its matched terms and distance, in the list's order."""
+        order = "matched_terms desc, record_id" if self.request.degraded else "distance nulls last, record_id"
+        sql = f"""
+            with matched (record_id, terms) as (
+                select rt.record_id, v.tag_terms
+                from emem.tag_vocabulary as v join emem.record_tags as rt on rt.tag = v.tag
+                where v.tag operator(pg_catalog.=) any ($1)
+                union all
+                select ends.endpoint, el.label_terms
+                from emem.edge_labels as el
+                join emem.edges as e on e.edge_id = el.edge_id
+                cross join lateral (values (e.from_record_id), (e.to_record_id)) as ends (endpoint)
+                where el.label_terms operator(pg_catalog.&&) $3 and el.label_terms operator(pg_catalog.<@) $3
+            ), found as (
+                select m.record_id, pg_catalog.count(distinct t) as matched_terms
+                from matched as m cross join lateral pg_catalog.unnest(m.terms) as t
+                group by m.record_id
+            )
+            select record_id, {self.distance_sql()} as distance, matched_terms
+            from found order by {order}"""
+        return self.candidates(sql, ["text[]", "public.vector", "text[]"], [tags, self.request.vector, terms])
+
+    # ---- full text --------------------------------------------------------------------------
+
+    def fulltext(self) -> list[Candidate]:
+        if not self.request.analysis.unknown_terms:
+            return []
+        order = ("matched_terms desc, rank desc, record_id" if self.request.degraded
+                 else "distance nulls last, record_id")
+        sql = f"""
+            with term as (
+                select q from pg_catalog.unnest($1) as t,
+                     pg_catalog.phraseto_tsquery('emem.exact'::pg_catalog.regconfig, t) as q
+                where pg_catalog.numnode(q) > 0
+            ), question as (
+                select emem.tsquery_any(q) as any_term, pg_catalog.array_agg(q) as each_term from term
+            ), found as (
+                select r.record_id,
+                       (select pg_catalog.count(*) from pg_catalog.unnest(question.each_term) as q
+                        where r.content_search operator(pg_catalog.@@) q) as matched_terms,
+                       pg_catalog.ts_rank(r.content_search, question.any_term) as rank
+                from emem.records as r, question
+                where r.content_search operator(pg_catalog.@@) (select any_term from question)
+            )
+            select record_id, {self.distance_sql()} as distance, matched_terms, rank
+            from found order by {order}"""
+        return self.candidates(sql, ["text[]", "public.vector"],
+                               [list(self.request.analysis.unknown_terms), self.request.vector])
+
+    # ---- vectors ----------------------------------------------------------------------------
+
+    def record_vectors(self) -> list[Candidate]:
+        sql = f"""
+            select record_id, {self.vector_distance_sql("embedding")} as distance
+            from emem.record_vectors where space_id = {self.request.space.space_id:d}
+            order by distance limit $2"""
+        return self.nearest(sql, self.request.candidate_counts["record_vectors"])
+
+    def window_vectors(self) -> list[Candidate]:
+        sql = f"""
+            with nearest as (
+                select window_id, {self.vector_distance_sql("embedding")} as distance
+                from emem.windows where space_id = {self.request.space.space_id:d}
+                order by distance limit $2
+            )
+            select m.record_id, pg_catalog.min(n.distance) as distance,
+                   pg_catalog.array_agg(n.window_id order by n.distance, n.window_id) as windows
+            from nearest as n join emem.window_members as m on m.window_id = n.window_id
+            group by m.record_id
+            order by distance, record_id"""
+        return self.nearest(sql, self.request.candidate_counts["window_vectors"])
+
+    def nearest(self, sql: str, count: int) -> list[Candidate]:
+        """An HNSW scan of `count` rows: ef_search must be at least that for the index to return them."""
+        ef_search = max(count, self.current_ef_search())
+        with scoped_settings(self.plpy, self.state, {"hnsw.ef_search": str(ef_search)}):
+            return self.candidates(sql, ["public.vector", "int"], [self.request.vector, count])
+
+    def current_ef_search(self) -> int:
+        return int(self.execute("select pg_catalog.current_setting('hnsw.ef_search') as value", [], [])[0]["value"])
+
+
+class BroadTagList:
+    """The candidates of a broad tag match, in the list's order, fetched as the merge reaches them.
+
+    With a vector: the tagged records nearest the question come from an iterative HNSW scan
+    filtered to the match (what page 1 needs, not every tagged row). If the scan stops short
+    (it ran out, or hit hnsw.max_scan_tuples), the list falls back to the exact order, which
+    also brings the tagged records without a vector. Degraded with one tag and no edges, every
+    candidate matched the same terms: the list is the tag's records by id, read from its index.
+    Other degraded matches are ordered exactly.
+    """
+
+    def __init__(self, lookups: Lookups, match: TagMatch) -> None:
+        self.lookups = lookups
+        self.match = match
+        self.loaded: list[Candidate] = []
+        self.complete = False
+        if lookups.request.degraded and (len(match.tags) > 1 or match.edge_endpoints):
+            self.load_exact()
+
+    def __getitem__(self, index: int) -> Candidate:
+        while index >= len(self.loaded) and not self.complete:
+            self.fetch(max(2 * len(self.loaded), index + 1, 64))
+        return self.loaded[index]
+
+    def fetch(self, limit: int) -> None:
+        if self.lookups.request.degraded:
+            rows = self.lookups.candidates(
+                """select rt.record_id, null::float8 as distance from emem.record_tags as rt
+                   where rt.tag operator(pg_catalog.=) $1 order by rt.record_id limit $2""",
+                ["text", "int"], [self.match.tags[0], limit])
+            self.loaded, self.complete = rows, len(rows) < limit
+            return
+        rows = self.nearest_tagged(limit)
+        if len(rows) < limit:
+            self.load_exact()
+        else:
+            self.loaded = rows
+
+    def nearest_tagged(self, limit: int) -> list[Candidate]:
+        lookups = self.lookups
+        sql = f"""
+            select rv.record_id, {lookups.vector_distance_sql("rv.embedding")} as distance
+            from emem.record_vectors as rv
+            where rv.space_id = {lookups.request.space.space_id:d}
+              and (exists (select from emem.record_tags as rt
+                           where rt.record_id = rv.record_id and rt.tag operator(pg_catalog.=) any ($3))
+                   or rv.record_id operator(pg_catalog.=) any ($4))
+            order by distance limit $2"""
+        settings = {"hnsw.iterative_scan": "strict_order", "hnsw.ef_search": str(FILTERED_SCAN_EF_SEARCH)}
+        with scoped_settings(lookups.plpy, lookups.state, settings):
+            return lookups.candidates(sql, ["public.vector", "int", "text[]", "bigint[]"],
+                                      [lookups.request.vector, limit, self.match.tags, self.match.edge_endpoints])
+
+    def load_exact(self) -> None:
+        self.loaded = self.lookups.exact_tags(self.match.tags, list(self.lookups.request.analysis.terms))
+        self.complete = True
+
+    def members(self, record_ids: Iterable[int]) -> set[int]:
+        """Which of these records the match holds (probed, not fetched)."""
+        rows = self.lookups.execute(
+            """select id from pg_catalog.unnest($1::bigint[]) as id
+               where id operator(pg_catalog.=) any ($3)
+                  or exists (select from emem.record_tags as rt
+                             where rt.record_id = id and rt.tag operator(pg_catalog.=) any ($2))""",
+            ["bigint[]", "text[]", "bigint[]"], [list(record_ids), self.match.tags, self.match.edge_endpoints])
+        return {row["id"] for row in rows}
+
+    def size(self) -> int:
+        """The exact number of candidates: the largest tag's count, plus what the rest adds."""
+        largest, *others = self.match.tags
+        row = self.lookups.execute(
+            """select pg_catalog.count(distinct o.record_id) as added
+               from (select rt.record_id from emem.record_tags as rt where rt.tag operator(pg_catalog.=) any ($2)
+                     union all
+                     select pg_catalog.unnest($3::bigint[])) as o
+               where not exists (select from emem.record_tags as l
+                                 where l.record_id = o.record_id and l.tag operator(pg_catalog.=) $1)""",
+            ["text", "text[]", "bigint[]"], [largest, others, self.match.edge_endpoints])[0]
+        return self.match.counts[0] + row["added"]
+
+
+def members(candidates: Sequence[Candidate], record_ids: Iterable[int]) -> set[int]:
+    """Which of these records a list holds."""
+    if isinstance(candidates, BroadTagList):
+        return candidates.members(record_ids)
+    return {c.record_id for c in candidates} & set(record_ids)
+
+
+def total_candidates(lists: dict[str, Sequence[Candidate]]) -> int:
+    """How many distinct records the lists hold together (a broad tag list is counted, not read)."""
+    broad = [c for c in lists.values() if isinstance(c, BroadTagList)]
+    fetched = {c.record_id for candidates in lists.values() if not isinstance(candidates, BroadTagList)
+               for c in candidates}
+    if not broad:
+        return len(fetched)
+    return broad[0].size() + len(fetched - broad[0].members(fetched))

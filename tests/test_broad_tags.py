@@ -1,0 +1,95 @@
+"""A broad tag (more candidates than are fetched whole) gives the same answers as an exact
+reading: its list is read from the HNSW index as far as the merge reaches, its size counted."""
+
+import json
+import math
+import random
+
+import psycopg
+import pytest
+
+from emem_db.lookups import EXACT_TAG_CANDIDATES
+
+QUESTION_VECTOR = [1.0, 0.0, 0.0, 0.0]
+BROAD = EXACT_TAG_CANDIDATES + 400
+
+
+def unit(values: list[float]) -> list[float]:
+    norm = math.sqrt(sum(v * v for v in values))
+    return [v / norm for v in values]
+
+
+@pytest.fixture
+def broad(db: psycopg.Connection) -> psycopg.Connection:
+    rng = random.Random(7)
+    db.execute("select emem.create_lane('l')")
+    db.execute("select emem.create_embedding_space('m', 4, null, true)")
+    items = [{"kind": "note", "content": f"broad record {i}", "lane": "l", "tags": ["broad"]
+              + (["rare"] if i % 100 == 0 else []),
+              **({"vector": unit([rng.uniform(-1, 1) for _ in range(4)])} if i % 10 else {})}
+             for i in range(BROAD)]
+    items += [{"kind": "note", "content": f"rare only {i} INV-7", "lane": "l", "tags": ["rare"],
+               "vector": unit([rng.uniform(-1, 1) for _ in range(4)])} for i in range(30)]
+    for start in range(0, len(items), 1000):
+        db.execute("select count(*) from emem.put_records(%s)", (json.dumps(items[start:start + 1000]),))
+    return db
+
+
+def envelope(db: psycopg.Connection, question: str, vector: list[float] | None, page: int, size: int) -> dict:
+    return db.execute("select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)",
+                      (question, None if vector is None else str(vector), page, size)).fetchone()[0]
+
+
+def exact_tag_order(db: psycopg.Connection, tags: list[str]) -> list[int]:
+    rows = db.execute(
+        """select t.record_id from (select distinct record_id from emem.record_tags where tag = any(%s)) t
+           left join emem.record_vectors v using (record_id)
+           order by v.embedding <=> %s::vector nulls last, t.record_id""", (tags, str(QUESTION_VECTOR)))
+    return [r[0] for r in rows]
+
+
+def test_broad_tag_list_is_in_distance_order_then_records_without_vector(broad: psycopg.Connection) -> None:
+    broad.execute("set emem.pipeline_profile = 'tags'")
+    first = envelope(broad, "broad", QUESTION_VECTOR, 1, 50)
+    assert first["total_candidates"] == BROAD
+    assert [r["record_id"] for r in first["rows"]] == exact_tag_order(broad, ["broad"])[:50]
+    whole = [r["record_id"] for p in range(1, 4) for r in envelope(broad, "broad", QUESTION_VECTOR, p, 1000)["rows"]]
+    assert whole == exact_tag_order(broad, ["broad"])
+
+
+def test_broad_and_rare_tags_together_count_each_record_once(broad: psycopg.Connection) -> None:
+    result = envelope(broad, "broad rare INV-7", QUESTION_VECTOR, 1, 30)
+    expected = broad.execute(
+        """select count(*) from (select record_id from emem.record_tags where tag in ('broad', 'rare')
+           union select record_id from emem.records where content like '%%INV-7%%'
+           union (select record_id from emem.record_vectors
+                  order by embedding <=> %s::vector limit 100)) as u""", (str(QUESTION_VECTOR),)).fetchone()[0]
+    assert result["total_candidates"] == expected
+    for row in result["rows"]:
+        assert ("tags" in row["found_by"]) == (row["record_id"] in set(exact_tag_order(broad, ["broad", "rare"])))
+
+
+def test_page_one_of_a_broad_tag_holds_its_nearest_records(broad: psycopg.Connection) -> None:
+    rows = envelope(broad, "broad", QUESTION_VECTOR, 1, 30)["rows"]
+    nearest = exact_tag_order(broad, ["broad"])
+    placed_by_tags = [r["record_id"] for r in rows if r["placed_by"] == "tags"]
+    assert placed_by_tags and set(placed_by_tags) <= set(nearest[:60])
+
+
+def test_degraded_broad_tag_lists_its_records_by_id(broad: psycopg.Connection) -> None:
+    rows = envelope(broad, "broad", None, 2, 40)["rows"]
+    ids = [r[0] for r in broad.execute("select record_id from emem.record_tags where tag = 'broad' order by 1")]
+    assert [r["record_id"] for r in rows] == ids[40:80]
+    degraded_two = envelope(broad, "broad rare", None, 1, 30)
+    assert degraded_two["total_candidates"] == BROAD + 30
+    assert all("rare" in r["tags"] and "broad" in r["tags"] for r in degraded_two["rows"][:BROAD // 100])
+
+
+def test_tag_counts_follow_writes(broad: psycopg.Connection) -> None:
+    broad.execute("set emem.pipeline_profile = 'tags'")
+    some = broad.execute("select record_id from emem.record_tags where tag = 'broad' limit 5").fetchall()
+    for (record_id,) in some:
+        broad.execute("select emem.untag_record(%s, array['broad'])", (record_id,))
+    broad.execute("delete from emem.records where record_id = (select min(record_id) from emem.record_tags"
+                  " where tag = 'broad')")
+    assert envelope(broad, "broad", QUESTION_VECTOR, 1, 30)["total_candidates"] == BROAD - 6
