@@ -24,6 +24,7 @@ CANDIDATE_SETTINGS = {
 }
 MAX_CANDIDATES = 10_000
 DEGRADED_NO_VECTOR = "no_vector"
+EXPLAIN_REACH = 30  # explain reads lookups as far as a default first page does
 
 
 @dataclass(frozen=True)
@@ -135,9 +136,9 @@ class Gather:
 
     # ---- find ---------------------------------------------------------------------------
 
-    def run_lookups(self, request: Request) -> tuple[dict[str, Sequence[Candidate]], dict[str, float]]:
+    def run_lookups(self, request: Request, reach: int) -> tuple[dict[str, Sequence[Candidate]], dict[str, float]]:
         """Each lookup of the profile that can run (the vector ones need a vector), timed."""
-        lookups = Lookups(self.state, request)
+        lookups = Lookups(self.state, request, reach)
         runnable = [name for name in request.weights
                     if not (request.degraded and name in ("record_vectors", "window_vectors"))]
         lists: dict[str, Sequence[Candidate]] = {}
@@ -152,7 +153,7 @@ class Gather:
         self.check_page(page, page_size)
         caller = self.caller(role)
         request = self.request(question, vector)
-        lists, _ = self.run_lookups(request)
+        lists, _ = self.run_lookups(request, page * page_size)
         merged = interleave(lists, request.weights, limit=page * page_size)
         total = total_candidates(lists)
         page_places = merged[(page - 1) * page_size: page * page_size]
@@ -210,7 +211,7 @@ class Gather:
     def explain(self, role: str, question: str | None, vector: str | None) -> dict:
         self.caller(role)
         request = self.request(question, vector)
-        lists, timings = self.run_lookups(request)
+        lists, timings = self.run_lookups(request, EXPLAIN_REACH)
         analysis = request.analysis
         return {
             "question": {

@@ -77,10 +77,14 @@ def scoped_settings(plpy: Any, state: Backend, values: dict[str, str]):
 
 
 class Lookups:
-    def __init__(self, state: Backend, request: Request) -> None:
+    """The lookups of one request. `reach` is how far into the merged list the caller reads
+    (the end of its page): no list needs more entries than that, duplicates aside."""
+
+    def __init__(self, state: Backend, request: Request, reach: int) -> None:
         self.state = state
         self.plpy = state.plpy
         self.request = request
+        self.reach = reach
 
     def run(self, name: str) -> Sequence[Candidate]:
         return getattr(self, name)()
@@ -244,7 +248,7 @@ class BroadTagList:
 
     def __getitem__(self, index: int) -> Candidate:
         while index >= len(self.loaded) and not self.complete:
-            self.fetch(max(2 * len(self.loaded), index + 1, 64))
+            self.fetch(max(2 * len(self.loaded), index + 1, self.lookups.reach))
         return self.loaded[index]
 
     def fetch(self, limit: int) -> None:
