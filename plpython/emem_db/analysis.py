@@ -22,11 +22,14 @@ class QuestionAnalysis:
     known_words: the terms WordNet knows (as lemmas).
     unknown_terms: the tokens WordNet does not know, and every token with a digit, as typed:
         full text searches each of them whole.
+    content_words: every token that is not a stop word, as typed, with its normalised term
+        (full text over all content words searches both).
     """
 
     terms: tuple[str, ...]
     known_words: tuple[str, ...]
     unknown_terms: tuple[str, ...]
+    content_words: tuple[tuple[str, str], ...] = ()
 
 
 def tokens(text: str) -> list[str]:
@@ -74,13 +77,15 @@ class Analyser:
         terms: dict[str, None] = {}
         known: dict[str, None] = {}
         unknown: dict[str, str] = {}
+        words: dict[str, tuple[str, str]] = {}
         for token in tokens(question):
             if token.casefold() in STOP_WORDS:
                 continue
             term, is_known = self.normal_form(token)
             terms[term] = None
+            words.setdefault(token.casefold(), (token, term))
             if is_known:
                 known[term] = None
             else:
                 unknown.setdefault(token.casefold(), token)
-        return QuestionAnalysis(tuple(terms), tuple(known), tuple(unknown.values()))
+        return QuestionAnalysis(tuple(terms), tuple(known), tuple(unknown.values()), tuple(words.values()))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from emem_db.entry import Backend
 from emem_db.lookups import Lookups, Request, Space, members, total_candidates
 from emem_db.merge import Candidate, Placement, interleave
-from emem_db.profile import ProfileError, parse_profile
+from emem_db.profile import VECTOR_LOOKUPS, ProfileError, parse_profile
 
 MAX_PAGE = 100_000
 MAX_PAGE_SIZE = 1_000
@@ -139,8 +139,7 @@ class Gather:
     def run_lookups(self, request: Request, reach: int) -> tuple[dict[str, Sequence[Candidate]], dict[str, float]]:
         """Each lookup of the profile that can run (the vector ones need a vector), timed."""
         lookups = Lookups(self.state, request, reach)
-        runnable = [name for name in request.weights
-                    if not (request.degraded and name in ("record_vectors", "window_vectors"))]
+        runnable = [name for name in request.weights if not (request.degraded and name in VECTOR_LOOKUPS)]
         lists: dict[str, Sequence[Candidate]] = {}
         timings: dict[str, float] = {}
         for name in runnable:

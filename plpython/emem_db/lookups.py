@@ -11,6 +11,7 @@ read from the HNSW index, filtered to the tagged records, as far as the merge re
 size comes from the tag vocabulary's counts.
 """
 
+import math
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from emem_db.entry import Backend
 from emem_db.merge import Candidate
 
 EXACT_TAG_CANDIDATES = 2_000
+DOCUMENT_FREQUENCY_CAP = 20_000
 # ef_search of the filtered scans: fixed, so that a longer fetch extends a shorter one.
 FILTERED_SCAN_EF_SEARCH = 100
 
@@ -115,13 +117,21 @@ class Lookups:
     # ---- tags and edge properties -----------------------------------------------------------
 
     def tags(self) -> Sequence[Candidate]:
+        """Seed order: by distance (degraded: by matched terms)."""
+        return self.tag_candidates(by_terms=False)
+
+    def tags_by_terms(self) -> Sequence[Candidate]:
+        """Opt-in: by the number of distinct question terms matched, then by distance."""
+        return self.tag_candidates(by_terms=True)
+
+    def tag_candidates(self, by_terms: bool) -> Sequence[Candidate]:
         terms = list(self.request.analysis.terms)
         if not terms:
             return []
         match = self.tag_match(terms)
         if match.tags and match.estimated_size > EXACT_TAG_CANDIDATES:
-            return BroadTagList(self, match)
-        return self.exact_tags(match.tags, terms)
+            return BroadTagList(self, match, by_terms)
+        return self.exact_tags(match.tags, terms, by_terms)
 
     def tag_match(self, terms: list[str]) -> TagMatch:
         row = self.execute(
@@ -144,9 +154,10 @@ class Lookups:
             """, ["text[]"], [terms])[0]
         return TagMatch(list(row["tags"]), list(row["counts"]), list(row["edge_endpoints"]))
 
-    def exact_tags(self, tags: list[str], terms: list[str]) -> list[Candidate]:
+    def exact_tags(self, tags: list[str], terms: list[str], by_terms: bool) -> list[Candidate]:
         """Every tag and edge candidate, with its matched terms and distance, in the list's order."""
-        order = "matched_terms desc, record_id" if self.request.degraded else "distance nulls last, record_id"
+        order = ("matched_terms desc, distance nulls last, record_id" if by_terms or self.request.degraded
+                 else "distance nulls last, record_id")
         sql = f"""
             with matched (record_id, terms) as (
                 select rt.record_id, v.tag_terms
@@ -170,29 +181,89 @@ class Lookups:
     # ---- full text --------------------------------------------------------------------------
 
     def fulltext(self) -> list[Candidate]:
-        if not self.request.analysis.unknown_terms:
-            return []
+        """Seed: the terms WordNet does not know, by distance (degraded: matched terms, ts_rank)."""
+        terms = [[term] for term in self.request.analysis.unknown_terms]
         order = ("matched_terms desc, rank desc, record_id" if self.request.degraded
                  else "distance nulls last, record_id")
+        return self.fulltext_candidates(terms, order, weighted=False)
+
+    def fulltext_by_rarity(self) -> list[Candidate]:
+        """Opt-in: the same terms, by the rarity of those matched (summed IDF), then distance."""
+        terms = [[term] for term in self.request.analysis.unknown_terms]
+        return self.fulltext_candidates(terms, "score desc, distance nulls last, record_id", weighted=True)
+
+    def fulltext_words(self) -> list[Candidate]:
+        """Opt-in: every content word too (as typed or as its lemma), by summed IDF, then distance."""
+        terms = [list(dict.fromkeys((typed, term))) for typed, term in self.request.analysis.content_words]
+        return self.fulltext_candidates(terms, "score desc, distance nulls last, record_id", weighted=True)
+
+    def fulltext_candidates(self, terms: list[list[str]], order: str, weighted: bool) -> list[Candidate]:
+        """Records matching any term. A term is a phrase of the text search parser's tokens (so a
+        code matches whole) and may have several spellings (variants)."""
+        queries = self.term_queries(terms) if terms else []
+        if not queries:
+            return []
+        weights = self.inverse_document_frequencies(queries) if weighted else [1.0] * len(queries)
         sql = f"""
-            with term as (
-                select q from pg_catalog.unnest($1) as t,
-                     pg_catalog.phraseto_tsquery('emem.exact'::pg_catalog.regconfig, t) as q
-                where pg_catalog.numnode(q) > 0
-            ), question as (
-                select emem.tsquery_any(q) as any_term, pg_catalog.array_agg(q) as each_term from term
+            with question as (
+                select emem.tsquery_any(q) as any_term from pg_catalog.unnest($1::tsquery[]) as q
             ), found as (
                 select r.record_id,
-                       (select pg_catalog.count(*) from pg_catalog.unnest(question.each_term) as q
+                       (select pg_catalog.count(*) from pg_catalog.unnest($1::tsquery[]) as q
                         where r.content_search operator(pg_catalog.@@) q) as matched_terms,
+                       (select coalesce(pg_catalog.sum(t.weight), 0)
+                        from rows from (pg_catalog.unnest($1::tsquery[]), pg_catalog.unnest($3::float8[]))
+                             as t (q, weight)
+                        where r.content_search operator(pg_catalog.@@) t.q) as score,
                        pg_catalog.ts_rank(r.content_search, question.any_term) as rank
                 from emem.records as r, question
                 where r.content_search operator(pg_catalog.@@) (select any_term from question)
             )
-            select record_id, {self.distance_sql()} as distance, matched_terms, rank
+            select record_id, {self.distance_sql()} as distance, matched_terms, score, rank
             from found order by {order}"""
-        return self.candidates(sql, ["text[]", "public.vector"],
-                               [list(self.request.analysis.unknown_terms), self.request.vector])
+        return self.candidates(sql, ["tsquery[]", "public.vector", "float8[]"],
+                               [queries, self.request.vector, weights])
+
+    def term_queries(self, terms: list[list[str]]) -> list[str]:
+        """One tsquery per term: the OR of its variants, each a phrase of the parser's tokens."""
+        numbers = [n for n, variants in enumerate(terms) for _ in variants]
+        texts = [text for variants in terms for text in variants]
+        rows = self.execute(
+            """with variant as (
+                   select v.term, pg_catalog.phraseto_tsquery('emem.exact'::pg_catalog.regconfig, v.text) as q
+                   from rows from (pg_catalog.unnest($1::int[]), pg_catalog.unnest($2::text[])) as v (term, text)
+               )
+               select emem.tsquery_any(q)::text as query from variant
+               where pg_catalog.numnode(q) > 0
+               group by term order by term""", ["int[]", "text[]"], [numbers, texts])
+        return [row["query"] for row in rows]
+
+    def inverse_document_frequencies(self, queries: list[str]) -> list[float]:
+        """BM25's IDF of each term, ln(1 + (N - df + 0.5) / (df + 0.5)). A lexeme common enough
+        to be in the column's statistics takes its frequency from them; any other term is
+        counted (it is rare, so that is cheap), up to DOCUMENT_FREQUENCY_CAP."""
+        rows = self.execute(
+            f"""with stats as (
+                    select s.most_common_elems::text::text[] as lexemes, s.most_common_elem_freqs as freqs
+                    from pg_catalog.pg_stats as s
+                    where s.schemaname = 'emem' and s.tablename = 'records' and s.attname = 'content_search'
+                ), size as (
+                    select greatest(c.reltuples, (select pg_catalog.count(*) from (
+                        select from emem.records limit {DOCUMENT_FREQUENCY_CAP:d}) as r))::float8 as n
+                    from pg_catalog.pg_class as c where c.oid = 'emem.records'::pg_catalog.regclass
+                )
+                select size.n,
+                       coalesce(
+                           (select stats.freqs[pg_catalog.array_position(
+                                       stats.lexemes, pg_catalog.btrim(q.query, ''''))] * size.n
+                            from stats where pg_catalog.numnode(q.query::tsquery) = 1),
+                           (select pg_catalog.count(*) from (
+                                select from emem.records as r
+                                where r.content_search operator(pg_catalog.@@) q.query::tsquery
+                                limit {DOCUMENT_FREQUENCY_CAP:d}) as matching)) as df
+                from pg_catalog.unnest($1::text[]) with ordinality as q (query, n), size
+                order by q.n""", ["text[]"], [queries])
+        return [math.log(1 + (row["n"] - row["df"] + 0.5) / (row["df"] + 0.5)) for row in rows]
 
     # ---- vectors ----------------------------------------------------------------------------
 
@@ -230,7 +301,8 @@ class Lookups:
 class BroadTagList:
     """The candidates of a broad tag match, in the list's order, fetched as the merge reaches them.
 
-    With a vector: the tagged records nearest the question come from an iterative HNSW scan
+    With a vector and a single kind of label (every candidate matched the same terms), the
+    tagged records nearest the question come from an iterative HNSW scan
     filtered to the match (what page 1 needs, not every tagged row). If the scan stops short
     (it ran out, or hit hnsw.max_scan_tuples), the list falls back to the exact order, which
     also brings the tagged records without a vector. Degraded with one tag and no edges, every
@@ -238,12 +310,14 @@ class BroadTagList:
     Other degraded matches are ordered exactly.
     """
 
-    def __init__(self, lookups: Lookups, match: TagMatch) -> None:
+    def __init__(self, lookups: Lookups, match: TagMatch, by_terms: bool) -> None:
         self.lookups = lookups
         self.match = match
+        self.by_terms = by_terms
         self.loaded: list[Candidate] = []
         self.complete = False
-        if lookups.request.degraded and (len(match.tags) > 1 or match.edge_endpoints):
+        # With several labels the order depends on the terms each record matched.
+        if (lookups.request.degraded or by_terms) and (len(match.tags) > 1 or match.edge_endpoints):
             self.load_exact()
 
     def __getitem__(self, index: int) -> Candidate:
@@ -281,7 +355,8 @@ class BroadTagList:
                                       [lookups.request.vector, limit, self.match.tags, self.match.edge_endpoints])
 
     def load_exact(self) -> None:
-        self.loaded = self.lookups.exact_tags(self.match.tags, list(self.lookups.request.analysis.terms))
+        self.loaded = self.lookups.exact_tags(self.match.tags, list(self.lookups.request.analysis.terms),
+                                              self.by_terms)
         self.complete = True
 
     def members(self, record_ids: Iterable[int]) -> set[int]:

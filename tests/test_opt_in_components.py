@@ -1,0 +1,77 @@
+"""Opt-in pipeline components that put exact matches first; the seed's profile is untouched."""
+
+import json
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from emem_db.profile import SEED_WEIGHTS, parse_profile
+
+CONTROL = Path(__file__).resolve().parent.parent / "control"
+
+
+def profile_line(path: Path) -> str:
+    line = next(ln for ln in path.read_text().splitlines() if ln.startswith("emem.pipeline_profile"))
+    return line.split("=", 1)[1].strip().strip("'")
+
+
+def test_settings_template_keeps_the_seed_profile() -> None:
+    assert parse_profile(profile_line(CONTROL / "emem.conf")) == SEED_WEIGHTS
+
+
+def test_recommended_profile_uses_the_opt_in_components() -> None:
+    weights = parse_profile(profile_line(CONTROL / "exact_first.conf"))
+    assert {"tags_by_terms", "fulltext_by_rarity"} <= set(weights)
+
+
+@pytest.fixture
+def invoices(db: psycopg.Connection) -> dict[str, int]:
+    """Ten near-duplicate invoices of one vendor that differ only in number and amount."""
+    db.execute("select emem.create_lane('l')")
+    db.execute("select emem.create_embedding_space('m', 3, null, true)")
+    items = [{"kind": "note", "lane": "l", "content": f"Zentrix invoice INV-{2030 + i} over {100 * i} EUR",
+              "tags": ["invoice", "zentrix", f"inv-{2030 + i}"], "vector": [1, 0.01 * (10 - i), 0]} for i in range(10)]
+    items += [{"kind": "note", "lane": "l", "content": f"Zentrix memo {i} about the migration schedule",
+               "tags": ["zentrix"], "vector": [0, 1, 0.1 * i]} for i in range(30)]
+    ids = [r[0] for r in db.execute("select record_id from emem.put_records(%s)", (json.dumps(items),))]
+    return {"INV-2031": ids[1], "memo": ids[10]}
+
+
+def ranks(db: psycopg.Connection, profile: str, question: str, vector: str | None = "[1,0,0]") -> list[int]:
+    db.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
+    envelope = db.execute("select emem.e_gather_find_envelope(%s, %s::vector, 1, 100)", (question, vector)).fetchone()[0]
+    return [r["record_id"] for r in envelope["rows"]]
+
+
+def test_tags_by_terms_puts_the_record_matching_most_terms_first(db, invoices: dict[str, int]) -> None:
+    question = "zentrix invoice INV-2031"
+    assert ranks(db, "tags", question)[0] != invoices["INV-2031"]
+    assert ranks(db, "tags_by_terms", question)[0] == invoices["INV-2031"]
+    assert ranks(db, "tags_by_terms", question, None)[0] == invoices["INV-2031"]
+
+
+def test_fulltext_by_rarity_puts_the_rare_term_first(db, invoices: dict[str, int]) -> None:
+    question = "Zentrix INV-2031"
+    assert ranks(db, "fulltext", question)[0] != invoices["INV-2031"]
+    assert ranks(db, "fulltext_by_rarity", question)[0] == invoices["INV-2031"]
+
+
+def test_fulltext_words_searches_words_wordnet_knows_too(db, invoices: dict[str, int]) -> None:
+    assert ranks(db, "fulltext", "migration schedules") == []
+    found = ranks(db, "fulltext_words", "migration schedules", None)
+    assert len(found) == 30 and invoices["memo"] in found
+
+
+def test_opt_in_component_runs_beside_the_seed_lookups_in_its_weight(db, invoices: dict[str, int]) -> None:
+    db.execute("set emem.pipeline_profile = 'record_vectors:1, tags_by_terms:1'")
+    envelope = db.execute("select emem.e_gather_find_envelope('zentrix invoice INV-2031', '[0,1,0]', 1, 4)").fetchone()[0]
+    assert [r["placed_by"] for r in envelope["rows"]] == ["record_vectors", "tags_by_terms"] * 2
+    assert envelope["pipeline_profile"] == {"record_vectors": 1, "tags_by_terms": 1}
+
+
+@pytest.mark.parametrize("profile", ["tags_by_terms:0", "fulltext_words, fulltext_words", "tags_by_term"])
+def test_bad_opt_in_profiles_are_refused(db, invoices: dict[str, int], profile: str) -> None:
+    db.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="emem.pipeline_profile"):
+        db.execute("select emem.e_gather_find_envelope('acme', null)")
