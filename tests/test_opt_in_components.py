@@ -40,7 +40,8 @@ def invoices(db: psycopg.Connection) -> dict[str, int]:
 
 def ranks(db: psycopg.Connection, profile: str, question: str, vector: str | None = "[1,0,0]") -> list[int]:
     db.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
-    envelope = db.execute("select emem.e_gather_find_envelope(%s, %s::vector, 1, 100)", (question, vector)).fetchone()[0]
+    envelope = db.execute("select emem.e_gather_find_envelope(%s, %s::vector, 1, 100)",
+                          (question, vector)).fetchone()[0]
     return [r["record_id"] for r in envelope["rows"]]
 
 
@@ -65,7 +66,8 @@ def test_fulltext_words_searches_words_wordnet_knows_too(db, invoices: dict[str,
 
 def test_opt_in_component_runs_beside_the_seed_lookups_in_its_weight(db, invoices: dict[str, int]) -> None:
     db.execute("set emem.pipeline_profile = 'record_vectors:1, tags_by_terms:1'")
-    envelope = db.execute("select emem.e_gather_find_envelope('zentrix invoice INV-2031', '[0,1,0]', 1, 4)").fetchone()[0]
+    envelope = db.execute(
+        "select emem.e_gather_find_envelope('zentrix invoice INV-2031', '[0,1,0]', 1, 4)").fetchone()[0]
     assert [r["placed_by"] for r in envelope["rows"]] == ["record_vectors", "tags_by_terms"] * 2
     assert envelope["pipeline_profile"] == {"record_vectors": 1, "tags_by_terms": 1}
 
@@ -73,5 +75,5 @@ def test_opt_in_component_runs_beside_the_seed_lookups_in_its_weight(db, invoice
 @pytest.mark.parametrize("profile", ["tags_by_terms:0", "fulltext_words, fulltext_words", "tags_by_term"])
 def test_bad_opt_in_profiles_are_refused(db, invoices: dict[str, int], profile: str) -> None:
     db.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
-    with pytest.raises(psycopg.errors.InvalidParameterValue, match="emem.pipeline_profile"):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"emem\.pipeline_profile"):
         db.execute("select emem.e_gather_find_envelope('acme', null)")
