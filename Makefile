@@ -40,10 +40,14 @@ uninstall: uninstall-plpython
 uninstall-plpython:
 	rm -rf $(DESTDIR)$(PLPYTHON_SITE)/emem_db
 
-.PHONY: install-plpython uninstall-plpython test bench
+.PHONY: install-plpython uninstall-plpython test bench eval
 
 test:
 	bash scripts/test.sh
+
+# Recall of the pipeline profiles on a generated corpus: EVAL_ARGS=--grid tries more weightings.
+eval:
+	python3 evaluation/run.py $(EVAL_ARGS)
 
 # The benchmark (not a test): BENCH_ARGS="--records 1000000" for the 1M run.
 bench:
