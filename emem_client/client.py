@@ -99,7 +99,6 @@ class Client:
             cursor.execute(call.sql, call.params)
             return call.read(cursor.fetchall())
 
-    _run = run  # the name emem_client.ingest still uses; drop once it calls run()
 
     def _question_vector(self, question: str) -> tuple[list[float] | None, str | None]:
         """The question's vector, or None and the reason code it cannot be used."""

@@ -22,17 +22,19 @@ $$;
 comment on function emem.gather_for_role(name, text, vector, integer, integer) is
   'The pipeline behind e_gather_find, for a role the session can act as. Call e_gather_find or e_gather_find_envelope instead.';
 
-create function emem.explain_for_role(caller name, question text, question_vector vector) returns jsonb
+create function emem.explain_for_role(
+    caller name, question text, question_vector vector, page integer, page_size integer
+) returns jsonb
 language plpython3u volatile
-security definer  -- counts candidates in every lane, as total_candidates does
+security definer  -- reads every lane, as e_gather_find does; rows keep to the caller's lanes
 set search_path = pg_catalog, pg_temp
 as $$
 from emem_db.entry import backend
 from emem_db.gather import Gather, envelope_json
 state = backend(GD, plpy, "@EXTVERSION@")
-return envelope_json(Gather(state).explain(caller, question, question_vector))
+return envelope_json(Gather(state).explain(caller, question, question_vector, page, page_size))
 $$;
-comment on function emem.explain_for_role(name, text, vector) is
+comment on function emem.explain_for_role(name, text, vector, integer, integer) is
   'The analysis behind e_gather_explain, for a role the session can act as. Call e_gather_explain instead.';
 
 create function emem.e_gather_find_envelope(
@@ -63,9 +65,11 @@ $$;
 comment on function emem.e_gather_find(text, vector, integer, integer) is
   'Answers a question with four lookups at once (tags and edge properties, full text, record vectors, window vectors) interleaved 40:35:20:5 into one ranked list; returns one page (page from 1, page_size 1 to 1000, default 30). question_vector NULL means embeddings are unavailable: the exact lookups answer alone, with placeholder distances.';
 
-create function emem.e_gather_explain(question text, question_vector vector default null) returns jsonb
+create function emem.e_gather_explain(
+    question text, question_vector vector default null, page integer default 1, page_size integer default 30
+) returns jsonb
 language sql volatile
 set search_path = pg_catalog, pg_temp
-as $$ select emem.explain_for_role(current_user, question, question_vector) $$;
-comment on function emem.e_gather_explain(text, vector) is
-  'For DBAs: how e_gather_find reads the question (terms, words WordNet knows, full-text terms), the pipeline profile, and each lookup''s candidate count and time.';
+as $$ select emem.explain_for_role(current_user, question, question_vector, page, page_size) $$;
+comment on function emem.e_gather_explain(text, vector, integer, integer) is
+  'For DBAs: how e_gather_find reads the question (terms, words WordNet knows, full-text terms), the pipeline profile, each lookup''s candidate count and time, and for each row of the page its rank in every lookup''s list.';

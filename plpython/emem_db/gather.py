@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from emem_db.entry import Backend
-from emem_db.lookups import Lookups, Request, Space, members, total_candidates
+from emem_db.lookups import Lookups, Request, Space, members, positions, total_candidates
 from emem_db.merge import Candidate, Placement, interleave
 from emem_db.profile import VECTOR_LOOKUPS, ProfileError, parse_profile
 
@@ -24,7 +24,6 @@ CANDIDATE_SETTINGS = {
 }
 MAX_CANDIDATES = 10_000
 DEGRADED_NO_VECTOR = "no_vector"
-EXPLAIN_REACH = 30  # explain reads lookups as far as a default first page does
 
 
 @dataclass(frozen=True)
@@ -152,27 +151,31 @@ class Gather:
         self.check_page(page, page_size)
         caller = self.caller(role)
         request = self.request(question, vector)
-        lists, _ = self.run_lookups(request, page * page_size)
-        merged = interleave(lists, request.weights, limit=page * page_size)
-        total = total_candidates(lists)
-        page_places = merged[(page - 1) * page_size: page * page_size]
+        result = self.page_of(request, page, page_size)
         return {
             "page": page,
             "page_size": page_size,
-            "total_candidates": total,
-            "total_pages": math.ceil(total / page_size),
+            "total_candidates": result.total,
+            "total_pages": math.ceil(result.total / page_size),
             "degraded": request.degraded,
             "degraded_reason": DEGRADED_NO_VECTOR if request.degraded else None,
             "pipeline_profile": request.weights,
-            "rows": self.rows(page_places, (page - 1) * page_size, lists, caller, request),
+            "rows": self.rows(result, caller, request),
         }
 
-    def rows(
-        self, places: list[Placement], offset: int, lists: dict[str, Sequence[Candidate]],
-        caller: Caller, request: Request,
-    ) -> list[dict]:
-        if not places:
+    def page_of(self, request: Request, page: int, page_size: int) -> "PageResult":
+        """Run the lookups, merge as far as the page reaches, and cut the page."""
+        lists, timings = self.run_lookups(request, page * page_size)
+        started = time.perf_counter()
+        merged = interleave(lists, request.weights, limit=page * page_size)
+        timings["merge"] = round((time.perf_counter() - started) * 1000, 3)
+        offset = (page - 1) * page_size
+        return PageResult(lists, timings, merged[offset:], offset, total_candidates(lists))
+
+    def rows(self, result: "PageResult", caller: Caller, request: Request) -> list[dict]:
+        if not result.places:
             return []
+        page_ids = [p.record_id for p in result.places]
         details = {
             row["record_id"]: row
             for row in self.plpy.execute(self.state.plan(
@@ -181,13 +184,12 @@ class Gather:
                        array(select t.tag from emem.record_tags as t
                              where t.record_id = r.record_id order by t.tag) as tags
                 from emem.records as r where r.record_id operator(pg_catalog.=) any ($1)
-                """, ["bigint[]"]), [[p.record_id for p in places]])
+                """, ["bigint[]"]), [page_ids])
         }
-        page_ids = [p.record_id for p in places]
-        found_by = {name: members(candidates, page_ids) for name, candidates in lists.items()}
-        windows = {c.record_id: c.windows for c in lists.get("window_vectors", ())}
+        found_by = {name: members(candidates, page_ids) for name, candidates in result.lists.items()}
+        windows = {c.record_id: c.windows for c in result.lists.get("window_vectors", ())}
         rows = []
-        for rank, place in enumerate(places, start=offset + 1):
+        for rank, place in enumerate(result.places, start=result.offset + 1):
             detail = details[place.record_id]
             if not caller.may_read(detail["lane_name"]):
                 continue
@@ -207,11 +209,15 @@ class Gather:
             })
         return rows
 
-    def explain(self, role: str, question: str | None, vector: str | None) -> dict:
-        self.caller(role)
+    def explain(self, role: str, question: str | None, vector: str | None, page: int, page_size: int) -> dict:
+        """For DBAs: the analysed question, each lookup's size and time, and per row of the page
+        its rank in each lookup's list (null: not in it, or beyond what a broad list fetched)."""
+        self.check_page(page, page_size)
+        caller = self.caller(role)
         request = self.request(question, vector)
-        lists, timings = self.run_lookups(request, EXPLAIN_REACH)
+        result = self.page_of(request, page, page_size)
         analysis = request.analysis
+        list_ranks = {name: positions(candidates) for name, candidates in result.lists.items()}
         return {
             "question": {
                 "terms": analysis.terms,
@@ -223,12 +229,27 @@ class Gather:
             "degraded_reason": DEGRADED_NO_VECTOR if request.degraded else None,
             "active_space": vars(request.space) if request.space else None,
             "lookups": {
-                name: {"candidates": total_candidates({name: lists[name]}), "milliseconds": timings[name]}
-                for name in lists
+                name: {"candidates": total_candidates({name: candidates}), "milliseconds": result.timings[name]}
+                for name, candidates in result.lists.items()
             },
-            "skipped_lookups": [name for name in request.weights if name not in lists],
-            "total_candidates": total_candidates(lists),
+            "merge_milliseconds": result.timings["merge"],
+            "skipped_lookups": [name for name in request.weights if name not in result.lists],
+            "total_candidates": result.total,
+            "rows": [
+                {"rank": row["rank"], "record_id": row["record_id"], "placed_by": row["placed_by"],
+                 "list_ranks": {name: ranks.get(row["record_id"]) for name, ranks in list_ranks.items()}}
+                for row in self.rows(result, caller, request)
+            ],
         }
+
+
+@dataclass(frozen=True)
+class PageResult:
+    lists: dict[str, Sequence[Candidate]]
+    timings: dict[str, float]
+    places: list[Placement]
+    offset: int
+    total: int
 
 
 def envelope_json(value: dict) -> str:

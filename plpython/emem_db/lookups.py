@@ -390,6 +390,12 @@ def members(candidates: Sequence[Candidate], record_ids: Iterable[int]) -> set[i
     return {c.record_id for c in candidates} & set(record_ids)
 
 
+def positions(candidates: Sequence[Candidate]) -> dict[int, int]:
+    """Each record's rank (from 1) in a list, as far as the list was read."""
+    read = candidates.loaded if isinstance(candidates, BroadTagList) else candidates
+    return {c.record_id: rank for rank, c in enumerate(read, start=1)}
+
+
 def total_candidates(lists: dict[str, Sequence[Candidate]]) -> int:
     """How many distinct records the lists hold together (a broad tag list is counted, not read)."""
     broad = [c for c in lists.values() if isinstance(c, BroadTagList)]

@@ -1,0 +1,330 @@
+"""Ingest of notes, conversations and files, against the real database.
+
+The embedding gateway is HashGateway: 8-dimension vectors made from a hash of the text (a test
+double of the gateway, not of PostgreSQL), so a vector tells which text was embedded.
+"""
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from emem_client import Client, ModelDeclaration
+from emem_client.ingest import (
+    IngestError,
+    IngestOptions,
+    WindowShape,
+    chunk_text,
+    html_text,
+    ingest_conversations,
+    ingest_files,
+    ingest_notes,
+)
+
+QUIET = IngestOptions(lane="team", progress=False)
+
+
+class HashGateway:
+    """Deterministic vectors: 8 coordinates from the SHA-256 of the text; records what it embedded."""
+
+    def __init__(self, model_name: str = "test-hash-8") -> None:
+        self.model_name = model_name
+        self.embedded: list[str] = []
+
+    def declaration(self) -> ModelDeclaration:
+        return ModelDeclaration(self.model_name, 8, "hash-8")
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self.embedded.extend(texts)
+        return [hash_vector(text) for text in texts]
+
+
+def hash_vector(text: str) -> list[float]:
+    return [(byte + 1) / 256 for byte in hashlib.sha256(text.encode()).digest()[:8]]
+
+
+@pytest.fixture
+def gateway() -> HashGateway:
+    return HashGateway()
+
+
+@pytest.fixture
+def client(db: psycopg.Connection, gateway: HashGateway) -> Client:
+    db.execute("select emem.create_lane('team'), emem.create_lane('docs')")
+    client = Client(db, gateway)
+    client.ensure_space()
+    return client
+
+
+def write_json(path: Path, value: Any) -> Path:
+    path.write_text(json.dumps(value), encoding="utf-8")
+    return path
+
+
+CONVERSATIONS = [
+    {"id": "standup-1", "tags": ["ops"], "occurred_at": "2024-03-04T09:00:00Z", "turns": [
+        {"speaker": "Maya", "content": "The finance export failed again, ticket OPS-1432."},
+        {"speaker": "Tomás", "content": "It runs on the replica now."},
+        {"speaker": "Maya", "content": "Yes, since two weeks.", "occurred_at": "2024-03-04T09:02:00Z"},
+        "Then let us turn on hot_standby_feedback.",
+    ]},
+    {"id": "review-2", "lane": "docs", "turns": [
+        {"speaker": "Priya", "content": "Disk grew 40 GB."},
+        {"speaker": "Jonas", "content": "Dead tuples pile up."},
+    ]},
+]
+
+
+def thread_rows(db: psycopg.Connection, thread_id: str) -> list[tuple]:
+    return db.execute(
+        "select kind, thread_position, content, lane_name, occurred_at::text from emem.records"
+        " where thread_id = %s order by thread_position", (thread_id,)).fetchall()
+
+
+def windows(db: psycopg.Connection) -> list[tuple]:
+    """(thread_id, member positions, embedding) of every window."""
+    return db.execute(
+        "select w.thread_id, array_agg(r.thread_position order by r.thread_position), w.embedding::text,"
+        " array_agg(distinct r.thread_id)"
+        " from emem.windows as w join emem.window_members as m using (window_id)"
+        " join emem.records as r on r.record_id = m.record_id"
+        " group by w.window_id order by w.thread_id, min(r.thread_position)").fetchall()
+
+
+def counts(db: psycopg.Connection) -> tuple[int, ...]:
+    return db.execute(
+        "select (select count(*) from emem.records), (select count(*) from emem.record_vectors),"
+        " (select count(*) from emem.windows), (select count(*) from emem.window_members),"
+        " (select count(*) from emem.edges), (select count(*) from emem.record_tags)").fetchone()
+
+
+def parse_vector(text: str) -> list[float]:
+    return [float(value) for value in text.strip("[]").split(",")]
+
+
+def test_conversation_turns_become_records_in_order(db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
+    report = ingest_conversations(client, [write_json(tmp_path / "c.json", CONVERSATIONS)], QUIET)
+    assert (report.records_created, report.problems) == (6, [])
+    rows = thread_rows(db, "standup-1")
+    assert [row[:4] for row in rows] == [
+        ("conversation", 0, "Maya: The finance export failed again, ticket OPS-1432.", "team"),
+        ("conversation", 1, "Tomás: It runs on the replica now.", "team"),
+        ("conversation", 2, "Maya: Yes, since two weeks.", "team"),
+        ("conversation", 3, "Then let us turn on hot_standby_feedback.", "team"),
+    ]
+    assert [row[4] for row in rows] == ["2024-03-04 09:00:00+00", "2024-03-04 09:00:00+00",
+                                        "2024-03-04 09:02:00+00", "2024-03-04 09:00:00+00"]
+    assert {row[3] for row in thread_rows(db, "review-2")} == {"docs"}
+    assert [r.thread_position for r in client.records_with_all_tags(["ops"])] == [0, 1, 2, 3]
+
+
+def test_every_turn_has_the_vector_of_its_own_text(db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
+    ingest_conversations(client, [write_json(tmp_path / "c.json", CONVERSATIONS)], QUIET)
+    content, embedding = db.execute(
+        "select r.content, v.embedding::text from emem.records as r join emem.record_vectors as v using (record_id)"
+        " where r.thread_id = 'review-2' and r.thread_position = 1").fetchone()
+    assert parse_vector(embedding) == pytest.approx(hash_vector(content))
+
+
+def test_windows_cover_consecutive_turns_and_never_cross_conversations(
+        db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
+    report = ingest_conversations(client, [write_json(tmp_path / "c.json", CONVERSATIONS)], QUIET)
+    found = windows(db)
+    assert [(thread, positions) for thread, positions, _, _ in found] == [
+        ("review-2", [0, 1]),  # shorter than a window: one window over all of it
+        ("standup-1", [0, 1, 2]),
+        ("standup-1", [1, 2, 3]),
+    ]
+    assert all(members == [thread] for thread, _, _, members in found)
+    assert report.windows_created == 3
+    turns = [row[2] for row in thread_rows(db, "standup-1")]
+    assert parse_vector(found[2][2]) == pytest.approx(hash_vector("\n".join(turns[1:4])))
+
+
+def test_window_size_and_stride_are_configurable(db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
+    options = IngestOptions(lane="team", progress=False, conversation_windows=WindowShape(size=2, stride=2))
+    ingest_conversations(client, [write_json(tmp_path / "c.json", CONVERSATIONS)], options)
+    assert [(thread, positions) for thread, positions, _, _ in windows(db)] == [
+        ("review-2", [0, 1]), ("standup-1", [0, 1]), ("standup-1", [2, 3])]
+
+
+def test_window_runs_stop_at_gaps_and_end_at_the_last_record() -> None:
+    assert WindowShape(3, 2).runs([0, 1, 2, 3, 4, 5]) == [[0, 1, 2], [2, 3, 4], [3, 4, 5]]
+    assert WindowShape(3, 1).runs([0, 1, 3, 4, 5, 7]) == [[0, 1], [3, 4, 5]]
+    with pytest.raises(ValueError, match="stride"):
+        WindowShape(2, 3)
+
+
+def test_html_text_drops_tags_scripts_and_navigation() -> None:
+    title, text = html_text(
+        "<html><head><title>20.6. Replication</title><style>p {color: red}</style></head><body>"
+        '<div class="navheader"><a href="x">Prev</a> Up</div>'
+        "<h2>Sending Servers</h2><p>Set <code>max_wal_senders</code> &amp; restart.<br/>Then check.</p>"
+        "<script>alert('no')</script><ul><li>one</li><li>two</li></ul><footer>Submit correction</footer>"
+        "</body></html>")
+    assert title == "20.6. Replication"
+    assert [" ".join(p.split()) for p in text.split("\n\n") if p.strip()] == [
+        "Sending Servers", "Set max_wal_senders & restart. Then check.", "one", "two"]
+
+
+def test_chunks_keep_headings_with_the_paragraph_they_introduce() -> None:
+    text = "\n\n".join([
+        "Sending Servers",
+        "These parameters can be set on any server that is to send replication data.",
+        "max_wal_senders (integer)",
+        "Specifies the maximum number of concurrent connections from standby servers. " * 3,
+    ])
+    chunks = chunk_text(text, 200)
+    assert chunks[0] == ("Sending Servers\n\nThese parameters can be set on any server that is to send "
+                         "replication data.")
+    assert chunks[1].startswith("max_wal_senders (integer)\n\nSpecifies the maximum")
+    assert all(len(chunk) <= 200 for chunk in chunks)
+    assert " ".join(" ".join(chunks).split()) == " ".join(text.split())
+
+
+def test_files_are_chunked_into_file_records_with_windows(
+        db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "guide.md").write_text("# Guide\n\n" + "\n\n".join(f"Paragraph {n} about WAL." * 4 for n in range(6)))
+    (folder / "page.html").write_text("<title>Page</title><p>Only <b>one</b> chunk here.</p>")
+    (folder / "image.png").write_bytes(b"\x89PNG")  # not a text suffix: left out of a folder
+    (folder / ".hidden.md").write_text("hidden")
+    options = IngestOptions(lane="docs", tags=("handbook",), chunk_chars=120, progress=False)
+    report = ingest_files(client, [folder], options)
+    guide = str((folder / "guide.md").resolve())
+    rows = thread_rows(db, guide)
+    assert len(rows) == report.records_created - 1 > 2
+    assert [row[1] for row in rows] == list(range(len(rows)))
+    assert {row[0] for row in rows} == {"file"}
+    assert all(len(row[2]) <= 120 for row in rows)
+    assert [row[2] for row in thread_rows(db, str((folder / "page.html").resolve()))] == ["Only one chunk here."]
+    metadata = db.execute("select metadata from emem.records where thread_id like '%%page.html'").fetchone()[0]
+    assert metadata == {"path": str((folder / "page.html").resolve()), "title": "Page"}
+    assert [positions for thread, positions, _, _ in windows(db)] == [
+        [n, n + 1] for n in range(len(rows) - 1)]  # the one-chunk page has no window
+    assert len(client.records_with_all_tags(["handbook"])) == report.records_created
+    assert report.problems == []
+
+
+def test_bad_items_are_reported_and_skipped(db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text("[{not json")
+    conversations = write_json(tmp_path / "c.json", [
+        {"id": "gap", "turns": ["first turn", "  ", "third turn", "fourth turn",
+                                {"content": "x", "occurred_at": "soon"}]},
+        {"id": "empty", "turns": []},
+        "not a conversation",
+    ])
+    report = ingest_conversations(client, [broken, conversations, tmp_path / "missing.json"], QUIET)
+    reasons = {problem.source: problem.reason for problem in report.problems}
+    assert reasons[str(broken)].startswith("invalid JSON")
+    assert reasons[f"{conversations}[0] turn 1"] == "content must be a non-empty text"
+    assert "is not an ISO 8601" in reasons[f"{conversations}[0] turn 4"]
+    assert reasons[f"{conversations}[2]"] == "a conversation must be an object with a list of turns"
+    assert reasons[str(tmp_path / "missing.json")].startswith("cannot read it")
+    assert reasons[f"{conversations}[1]"] == "the conversation has no turns"
+    assert len(report.problems) == 6
+    assert [row[1] for row in thread_rows(db, "gap")] == [0, 2, 3]
+    assert [positions for _, positions, _, _ in windows(db)] == [[2, 3]]  # no window across the skipped turn
+
+
+def test_bad_files_are_reported_and_the_rest_written(db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
+    (tmp_path / "binary.txt").write_bytes(b"\xff\xfe\x00bad")
+    (tmp_path / "blank.md").write_text("   \n\n  ")
+    (tmp_path / "good.txt").write_text("A good file.")
+    report = ingest_files(client, [tmp_path / "binary.txt", tmp_path / "blank.md", tmp_path / "nowhere",
+                                   tmp_path / "good.txt"], QUIET)
+    assert sorted((Path(p.source).name, p.reason) for p in report.problems) == [
+        ("binary.txt", "not UTF-8 text"), ("blank.md", "holds no text"), ("nowhere", "no such file or folder")]
+    assert report.records_created == 1
+
+
+def test_a_unit_the_database_refuses_costs_only_itself(db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text("\n".join(json.dumps(note) for note in [
+        {"content": "Kept before"},
+        {"content": "In a lane that does not exist", "lane": "nowhere"},
+        {"content": "Too much authority", "authority": 7},
+        {"content": "Kept after"},
+    ]) + "\n{broken\n")
+    report = ingest_notes(client, [notes], QUIET)
+    reasons = [(problem.source, problem.reason) for problem in report.problems]
+    assert reasons[0][0] == f"{notes}:5" and reasons[0][1].startswith("invalid JSON")
+    assert reasons[1][0] == f"{notes}:2" and "lane 'nowhere' is not a lane this role may write" in reasons[1][1]
+    assert reasons[2][0] == f"{notes}:3" and "authority must be a number from 0 to 1" in reasons[2][1]
+    assert [row[0] for row in db.execute("select content from emem.records order by record_id")] == [
+        "Kept before", "Kept after"]
+
+
+def test_notes_links_become_edges_once(db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
+    notes = write_json(tmp_path / "notes.json", [
+        {"id": "kowalski", "kind": "entity", "content": "Jan Kowalski, contractor", "tags": ["person"]},
+        {"id": "apollo", "content": "Apollo migration", "occurred_at": "2024-03-01",
+         "links": [{"to": "kowalski", "relation": "billed_by", "properties": {"invoice": "INV-2031"}}]},
+        {"id": "orphan", "content": "Links nowhere", "links": [{"to": "ghost", "relation": "knows"}]},
+    ])
+    first = ingest_notes(client, [notes], QUIET)
+    assert (first.records_created, first.edges_created) == (3, 1)
+    assert [p.reason for p in first.problems] == [
+        "link to note 'ghost', which is not among the notes written from this input"]
+    assert db.execute("select e.relation, e.properties, f.content, t.kind from emem.edges as e"
+                      " join emem.records as f on f.record_id = e.from_record_id"
+                      " join emem.records as t on t.record_id = e.to_record_id").fetchall() == [
+        ("billed_by", {"invoice": "INV-2031"}, "Apollo migration", "entity")]
+    again = ingest_notes(client, [notes], QUIET)
+    assert (again.records_created, again.records_existing, again.edges_created, again.edges_existing) == (0, 3, 0, 1)
+
+
+def test_reingesting_the_same_input_writes_nothing_new_and_loses_nothing(
+        db: psycopg.Connection, client: Client, gateway: HashGateway, tmp_path: Path) -> None:
+    conversations = write_json(tmp_path / "c.json", CONVERSATIONS)
+    (tmp_path / "doc.md").write_text("\n\n".join(f"Section {n}. " + "Words about vacuum. " * 8 for n in range(5)))
+    options = IngestOptions(lane="team", chunk_chars=200, progress=False, batch_size=3)
+    ingest_conversations(client, [conversations], options)
+    ingest_files(client, [tmp_path / "doc.md"], options)
+    before, embedded = counts(db), len(gateway.embedded)
+    conversation_report = ingest_conversations(client, [conversations], options)
+    file_report = ingest_files(client, [tmp_path / "doc.md"], options)
+    assert counts(db) == before
+    assert len(gateway.embedded) == embedded  # nothing embedded again
+    assert (conversation_report.records_created, conversation_report.records_existing) == (0, 6)
+    assert (conversation_report.windows_created, conversation_report.windows_existing) == (0, 3)
+    assert file_report.records_created == file_report.windows_created == 0
+    assert file_report.new_versions == conversation_report.new_versions == []
+
+
+def test_a_conversation_grown_by_new_turns_keeps_its_thread(
+        db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
+    ingest_conversations(client, [write_json(tmp_path / "c.json", CONVERSATIONS)], QUIET)
+    grown = [{**CONVERSATIONS[1], "turns": [*CONVERSATIONS[1]["turns"], "Priya: Then vacuum more often."]}]
+    report = ingest_conversations(client, [write_json(tmp_path / "grown.json", grown)], QUIET)
+    assert (report.records_created, report.records_existing, report.new_versions) == (1, 2, [])
+    assert [row[1] for row in thread_rows(db, "review-2")] == [0, 1, 2]
+
+
+def test_a_changed_file_keeps_its_stored_records_and_becomes_a_new_version(
+        db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
+    path = tmp_path / "doc.txt"
+    path.write_text("First version.")
+    ingest_files(client, [path], QUIET)
+    path.write_text("Second version.")
+    report = ingest_files(client, [path], QUIET)
+    key = str(path.resolve())
+    [version] = report.new_versions
+    new_thread = version.rsplit(" ", 1)[1]
+    assert new_thread.startswith(f"{key}@")
+    assert [row[2] for row in thread_rows(db, key)] == ["First version."]
+    assert [row[2] for row in thread_rows(db, new_thread)] == ["Second version."]
+    assert ingest_files(client, [path], QUIET).records_created == 0  # the new version, again: nothing new
+
+
+def test_ingest_refuses_a_gateway_whose_model_is_not_the_active_space(db: psycopg.Connection, client: Client,
+                                                                         tmp_path: Path) -> None:
+    other = Client(db, HashGateway(model_name="another-model"))
+    with pytest.raises(IngestError, match="model_mismatch"):
+        ingest_conversations(other, [write_json(tmp_path / "c.json", CONVERSATIONS)], QUIET)
+    assert counts(db)[0] == 0
