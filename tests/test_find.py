@@ -305,3 +305,13 @@ def test_timeline_lists_records_by_date_within_bounds(corpus: psycopg.Connection
         corpus.execute("select * from emem.e_timeline('2027-01-01', '2026-01-01')")
     with pytest.raises(errors.InvalidParameterValue, match="unknown kind"):
         corpus.execute("select * from emem.e_timeline('2026-01-01', '2027-01-01', kinds => array['memo'])")
+
+
+def test_explain_shows_each_rows_rank_in_every_list(corpus: psycopg.Connection) -> None:
+    both, tagged = put(corpus, [{"content": "Kowalski about apollo", "tags": ["apollo"], "vector": unit(1, 0, 0, 0)},
+                                {"content": "b", "tags": ["apollo"], "vector": unit(0, 1, 0, 0)}])
+    explained = corpus.execute("select emem.e_gather_explain('apollo Kowalski', %s, 1, 10)",
+                               (QUESTION_VECTOR,)).fetchone()[0]
+    ranks = {row["record_id"]: row["list_ranks"] for row in explained["rows"]}
+    assert ranks[both] == {"record_vectors": 1, "tags": 1, "window_vectors": None, "fulltext": 1}
+    assert ranks[tagged] == {"record_vectors": 2, "tags": 2, "window_vectors": None, "fulltext": None}
