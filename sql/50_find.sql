@@ -37,12 +37,43 @@ $$;
 comment on function emem.explain_for_role(name, text, vector, integer, integer) is
   'The analysis behind e_gather_explain, for a role the session can act as. Call e_gather_explain instead.';
 
+-- PL/Python reports its errors as "plpy.Error: <message>" with a Python traceback; the public
+-- functions re-raise them as a DBA expects: the message, its SQLSTATE, detail and hint.
+create function emem.raise_plainly(state text, message text, detail text, hint text) returns void
+language plpgsql immutable
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    message := pg_catalog.regexp_replace(message, '^(plpy\.Error|plpy\.spiexceptions\.\w+|spiexceptions\.\w+): ', '');
+    if detail <> '' and hint <> '' then
+        raise exception using errcode = state, message = message, detail = detail, hint = hint;
+    elsif hint <> '' then
+        raise exception using errcode = state, message = message, hint = hint;
+    elsif detail <> '' then
+        raise exception using errcode = state, message = message, detail = detail;
+    end if;
+    raise exception using errcode = state, message = message;
+end
+$$;
+comment on function emem.raise_plainly(text, text, text, text) is
+  'Raises an error with the given SQLSTATE, message (without PL/Python''s exception prefix), detail and hint.';
+
 create function emem.e_gather_find_envelope(
     question text, question_vector vector default null, page integer default 1, page_size integer default 30
 ) returns jsonb
-language sql volatile
+language plpgsql volatile
 set search_path = pg_catalog, pg_temp
-as $$ select emem.gather_for_role(current_user, question, question_vector, page, page_size) $$;
+as $$
+declare
+    state text; message text; detail text; hint text;
+begin
+    return emem.gather_for_role(current_user, question, question_vector, page, page_size);
+exception when others then
+    get stacked diagnostics state = returned_sqlstate, message = message_text, detail = pg_exception_detail,
+                            hint = pg_exception_hint;
+    perform emem.raise_plainly(state, message, detail, hint);
+end
+$$;
 comment on function emem.e_gather_find_envelope(text, vector, integer, integer) is
   'e_gather_find as one JSON object: page, page_size, total_pages, total_candidates, degraded, degraded_reason, pipeline_profile and rows; the totals arrive even when every row of the page lies outside the caller''s lanes.';
 
@@ -58,7 +89,7 @@ as $$
     select r.rank, r.record_id, r.kind, r.lane, r.content, r.tags, r.distance, r.distance_kind,
            r.placed_by, r.found_by, r.windows
     from pg_catalog.jsonb_to_recordset(
-        emem.gather_for_role(current_user, question, question_vector, page, page_size) -> 'rows') as r (
+        emem.e_gather_find_envelope(question, question_vector, page, page_size) -> 'rows') as r (
         rank integer, record_id bigint, kind text, lane text, content text, tags text[],
         distance double precision, distance_kind text, placed_by text, found_by text[], windows bigint[])
 $$;
@@ -68,8 +99,18 @@ comment on function emem.e_gather_find(text, vector, integer, integer) is
 create function emem.e_gather_explain(
     question text, question_vector vector default null, page integer default 1, page_size integer default 30
 ) returns jsonb
-language sql volatile
+language plpgsql volatile
 set search_path = pg_catalog, pg_temp
-as $$ select emem.explain_for_role(current_user, question, question_vector, page, page_size) $$;
+as $$
+declare
+    state text; message text; detail text; hint text;
+begin
+    return emem.explain_for_role(current_user, question, question_vector, page, page_size);
+exception when others then
+    get stacked diagnostics state = returned_sqlstate, message = message_text, detail = pg_exception_detail,
+                            hint = pg_exception_hint;
+    perform emem.raise_plainly(state, message, detail, hint);
+end
+$$;
 comment on function emem.e_gather_explain(text, vector, integer, integer) is
   'For DBAs: how e_gather_find reads the question (terms, words WordNet knows, full-text terms), the pipeline profile, each lookup''s candidate count and time, and for each row of the page its rank in every lookup''s list.';
