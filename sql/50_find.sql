@@ -58,8 +58,10 @@ $$;
 comment on function emem.raise_plainly(text, text, text, text) is
   'Raises an error with the given SQLSTATE, message (without PL/Python''s exception prefix), detail and hint.';
 
-create function emem.e_gather_find_envelope(
-    question text, question_vector vector default null, page integer default 1, page_size integer default 30
+-- The one door of the public functions into the pipeline: acts for current_user and re-raises
+-- the pipeline's errors plainly.
+create function emem.gather(
+    question text, question_vector vector, page integer, page_size integer, explain boolean
 ) returns jsonb
 language plpgsql volatile
 set search_path = pg_catalog, pg_temp
@@ -67,6 +69,9 @@ as $$
 declare
     state text; message text; detail text; hint text;
 begin
+    if explain then
+        return emem.explain_for_role(current_user, question, question_vector, page, page_size);
+    end if;
     return emem.gather_for_role(current_user, question, question_vector, page, page_size);
 exception when others then
     get stacked diagnostics state = returned_sqlstate, message = message_text, detail = pg_exception_detail,
@@ -74,6 +79,15 @@ exception when others then
     perform emem.raise_plainly(state, message, detail, hint);
 end
 $$;
+comment on function emem.gather(text, vector, integer, integer, boolean) is
+  'e_gather_find_envelope (explain => false) or e_gather_explain (explain => true) for the current role.';
+
+create function emem.e_gather_find_envelope(
+    question text, question_vector vector default null, page integer default 1, page_size integer default 30
+) returns jsonb
+language sql volatile
+set search_path = pg_catalog, pg_temp
+as $$ select emem.gather(question, question_vector, page, page_size, false) $$;
 comment on function emem.e_gather_find_envelope(text, vector, integer, integer) is
   'e_gather_find as one JSON object: page, page_size, total_pages, total_candidates, degraded, degraded_reason, pipeline_profile and rows; the totals arrive even when every row of the page lies outside the caller''s lanes.';
 
@@ -99,18 +113,8 @@ comment on function emem.e_gather_find(text, vector, integer, integer) is
 create function emem.e_gather_explain(
     question text, question_vector vector default null, page integer default 1, page_size integer default 30
 ) returns jsonb
-language plpgsql volatile
+language sql volatile
 set search_path = pg_catalog, pg_temp
-as $$
-declare
-    state text; message text; detail text; hint text;
-begin
-    return emem.explain_for_role(current_user, question, question_vector, page, page_size);
-exception when others then
-    get stacked diagnostics state = returned_sqlstate, message = message_text, detail = pg_exception_detail,
-                            hint = pg_exception_hint;
-    perform emem.raise_plainly(state, message, detail, hint);
-end
-$$;
+as $$ select emem.gather(question, question_vector, page, page_size, true) $$;
 comment on function emem.e_gather_explain(text, vector, integer, integer) is
   'For DBAs: how e_gather_find reads the question (terms, words WordNet knows, full-text terms), the pipeline profile, each lookup''s candidate count and time, and for each row of the page its rank in every lookup''s list.';
