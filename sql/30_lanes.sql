@@ -14,16 +14,28 @@ $$;
 comment on function emem.readable_lanes() is
   'The lanes the current role may read and write: those of the agent profile it is bound to.';
 
+-- Lane and profile names: the same rule as the tables' check constraints, with a clear error.
+create function emem.check_name(what text, name text) returns void
+language plpgsql immutable
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if name is null or name !~ '^[a-z0-9][a-z0-9_.:-]{0,62}$' then
+        raise exception 'invalid % name %', what, coalesce(pg_catalog.quote_literal(name), 'NULL')
+            using errcode = '22023',
+                  hint = pg_catalog.format('A %s name is 1 to 63 characters: lower-case letters, digits and _ . : -,'
+                                           ' starting with a letter or digit.', what);
+    end if;
+end
+$$;
+comment on function emem.check_name(text, text) is 'Refuses a lane or profile name the tables would not accept.';
+
 create function emem.create_lane(lane_name text) returns text
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 begin
-    if lane_name is null or lane_name !~ '^[a-z0-9][a-z0-9_.:-]{0,62}$' then
-        raise exception 'invalid lane name %', coalesce(pg_catalog.quote_literal(lane_name), 'NULL')
-            using errcode = '22023',
-                  hint = 'A lane name is 1 to 63 characters: lower-case letters, digits and _ . : - , starting with a letter or digit.';
-    end if;
+    perform emem.check_name('lane', lane_name);
     insert into emem.lanes (lane_name) values (create_lane.lane_name) on conflict do nothing;
     return lane_name;
 end
@@ -37,11 +49,7 @@ as $$
 declare
     unknown text[];
 begin
-    if profile_name is null or profile_name !~ '^[a-z0-9][a-z0-9_.:-]{0,62}$' then
-        raise exception 'invalid agent profile name %', coalesce(pg_catalog.quote_literal(profile_name), 'NULL')
-            using errcode = '22023',
-                  hint = 'A profile name is 1 to 63 characters: lower-case letters, digits and _ . : - , starting with a letter or digit.';
-    end if;
+    perform emem.check_name('agent profile', profile_name);
     if lanes is null or pg_catalog.array_position(lanes, null) is not null then
         raise exception 'the lanes of agent profile % must be an array of lane names without NULLs', profile_name
             using errcode = '22023';
