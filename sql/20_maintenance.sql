@@ -62,9 +62,13 @@ begin
         where v.tag = removed.tag;
     end if;
     if tg_op in ('INSERT', 'UPDATE') then
+        -- Only a tag seen for the first time needs its words worked out.
         insert into emem.tag_vocabulary as v (tag, tag_terms, record_count)
-        select a.tag, emem.label_terms(a.tag), pg_catalog.count(*)
-        from added_tags as a group by a.tag order by a.tag
+        select added.tag, case when known.tag is null then emem.label_terms(added.tag) else known.tag_terms end,
+               added.records
+        from (select a.tag, pg_catalog.count(*) as records from added_tags as a group by a.tag) as added
+        left join emem.tag_vocabulary as known on known.tag = added.tag
+        order by added.tag
         on conflict (tag) do update set record_count = v.record_count + excluded.record_count;
     end if;
     return null;

@@ -2,9 +2,9 @@
 -- (SQLSTATE 22023 for a value it does not accept, 42501 for a lane the role may not write).
 -- Functions run with the caller's rights: row-level security keeps agents inside their lanes.
 
+-- No SET clause, so that it is inlined into bulk writes; every name in it is qualified.
 create function emem.normal_tag(tag text) returns text
 language sql immutable strict parallel safe
-set search_path = pg_catalog, pg_temp
 as $$ select pg_catalog.lower(pg_catalog.regexp_replace(pg_catalog.btrim(tag), '\s+', ' ', 'g')) $$;
 comment on function emem.normal_tag(text) is 'How tags are stored: trimmed, inner spaces collapsed, lower-case.';
 
