@@ -54,7 +54,8 @@ create table emem.records (
     record_id bigserial primary key,
     kind text not null
         constraint record_kind check (kind in ('note', 'conversation', 'file', 'entity')),
-    content text not null constraint content_not_empty check (pg_catalog.btrim(content) <> ''),
+    content text not null constraint content_not_empty check (pg_catalog.btrim(content) <> '')
+        constraint content_size check (pg_catalog.length(content) <= 200000),
     lane_name text not null references emem.lanes,
     authority real not null default 0.5 constraint authority_range check (authority between 0 and 1),
     occurred_at timestamptz not null default pg_catalog.now(),
@@ -64,19 +65,20 @@ create table emem.records (
     source_key text,
     metadata jsonb not null default '{}'
         constraint metadata_is_object check (pg_catalog.jsonb_typeof(metadata) = 'object'),
-    content_search tsvector generated always as (pg_catalog.to_tsvector('emem.exact'::regconfig, content)) stored,
+    content_search tsvector generated always as (pg_catalog.to_tsvector('emem.exact'::pg_catalog.regconfig, content)) stored,
     constraint thread_for_conversation_and_file check (
         (kind in ('conversation', 'file')) = (thread_id is not null and thread_position is not null)),
-    constraint one_record_per_thread_position unique (kind, thread_id, thread_position)
+    -- Keys are per lane: a key used in one lane neither blocks nor reveals another lane's.
+    constraint one_record_per_thread_position unique (lane_name, kind, thread_id, thread_position)
 );
 create index records_content_search on emem.records using gin (content_search);
 create index records_by_lane on emem.records (lane_name);
 create index records_by_time on emem.records (occurred_at, record_id);
-create unique index records_by_source_key on emem.records (source_key) where source_key is not null;
+create unique index records_by_source_key on emem.records (lane_name, source_key) where source_key is not null;
 comment on table emem.records is
   'Records: notes, conversation turns, file chunks and entities, each in one lane.';
 comment on column emem.records.thread_id is 'The conversation or file a conversation or file record belongs to.';
-comment on column emem.records.source_key is 'Optional key of the record''s source: writing the same key again returns the stored record.';
+comment on column emem.records.source_key is 'Optional key of the record''s source, unique in its lane: writing the same key again returns the stored record.';
 
 create table emem.record_tags (
     record_id bigint not null references emem.records on delete cascade,
@@ -125,7 +127,7 @@ create index edge_labels_by_terms on emem.edge_labels using gin (label_terms);
 create table emem.record_vectors (
     space_id integer not null references emem.embedding_spaces on delete cascade,
     record_id bigint not null references emem.records on delete cascade,
-    embedding vector not null,
+    embedding public.vector not null,
     primary key (space_id, record_id)
 );
 create index record_vectors_by_record on emem.record_vectors (record_id);
@@ -139,9 +141,9 @@ create table emem.windows (
     thread_id text not null,
     first_position integer not null,
     last_position integer not null,
-    embedding vector not null,
+    embedding public.vector not null,
     created_at timestamptz not null default pg_catalog.now(),
-    constraint one_window_per_run unique (space_id, thread_kind, thread_id, first_position, last_position)
+    constraint one_window_per_run unique (space_id, lane_name, thread_kind, thread_id, first_position, last_position)
 );
 comment on table emem.windows is
   'A vector over a run of consecutive records of one conversation or file (its members).';

@@ -5,8 +5,8 @@
 -- No SET clause, so that it is inlined into bulk writes; every name in it is qualified.
 create function emem.normal_tag(tag text) returns text
 language sql immutable strict parallel safe
-as $$ select pg_catalog.lower(pg_catalog.regexp_replace(pg_catalog.btrim(tag), '\s+', ' ', 'g')) $$;
-comment on function emem.normal_tag(text) is 'How tags are stored: trimmed, inner spaces collapsed, lower-case.';
+as $$ select pg_catalog.lower(pg_catalog.btrim(pg_catalog.regexp_replace(tag, '\s+', ' ', 'g'))) $$;
+comment on function emem.normal_tag(text) is 'How tags are stored: every run of white space one space, trimmed, lower-case.';
 
 create function emem.create_embedding_space(
     model_name text, dimension integer, fingerprint text default null, activate boolean default false
@@ -81,7 +81,7 @@ end
 $$;
 comment on function emem.resolve_space(integer) is 'The given embedding space, or the active one when NULL; an error when there is none.';
 
-create function emem.check_vector(embedding vector, space emem.embedding_spaces, what text) returns void
+create function emem.check_vector(embedding public.vector, space emem.embedding_spaces, what text) returns void
 language plpgsql immutable
 set search_path = pg_catalog, pg_temp
 as $$
@@ -100,7 +100,7 @@ begin
     end if;
 end
 $$;
-comment on function emem.check_vector(vector, emem.embedding_spaces, text) is
+comment on function emem.check_vector(public.vector, emem.embedding_spaces, text) is
   'Refuses a vector that is NULL, of another dimension than the space, or zero (pgvector itself refuses NaN and infinity).';
 
 create function emem.put_records(items jsonb, space_id integer default null)
@@ -112,12 +112,18 @@ declare
     problem record;
     space emem.embedding_spaces;
     dimension integer;
+    item_count integer;
+    vectors public.vector[];
+    stored_ids bigint[];
+    new_ids bigint[];
+    created_ids bigint[];
 begin
     if items is null or pg_catalog.jsonb_typeof(items) <> 'array' then
         raise exception 'items must be a JSON array of record objects' using errcode = '22023';
     end if;
-    if pg_catalog.jsonb_array_length(items) > 50000 then
-        raise exception 'at most 50000 items per call, got %', pg_catalog.jsonb_array_length(items)
+    item_count := pg_catalog.jsonb_array_length(items);
+    if item_count > 50000 then
+        raise exception 'at most 50000 items per call, got %', item_count
             using errcode = '22023', hint = 'Split the load into batches.';
     end if;
     if pg_catalog.jsonb_path_exists(items, 'lax $[*].vector') then
@@ -137,8 +143,8 @@ begin
             when coalesce(item->>'kind', '') not in ('note', 'conversation', 'file', 'entity')
                 then 'kind must be one of note, conversation, file, entity'
             when pg_catalog.jsonb_typeof(item->'content') is distinct from 'string'
-                 or pg_catalog.btrim(item->>'content') = ''
-                then 'content must be a non-empty text'
+                 or pg_catalog.btrim(item->>'content') = '' or pg_catalog.length(item->>'content') > 200000
+                then 'content must be a non-empty text of at most 200000 characters (split longer text into file chunks)'
             when not exists (select from emem.lanes as l where l.lane_name = item->>'lane')
                 then pg_catalog.format('lane %s is not a lane this role may write (unknown, or outside its agent profile)',
                                        coalesce(pg_catalog.quote_literal(item->>'lane'), 'NULL'))
@@ -153,8 +159,8 @@ begin
             when item ? 'tags' and (pg_catalog.jsonb_typeof(item->'tags') <> 'array'
                  or pg_catalog.jsonb_path_exists(item->'tags', 'strict $[*] ? (@.type() != "string")')
                  or exists (select from pg_catalog.jsonb_array_elements_text(item->'tags') as t
-                            where pg_catalog.btrim(t) = '' or pg_catalog.length(t) > 200))
-                then 'tags must be an array of non-empty texts of at most 200 characters'
+                            where emem.normal_tag(t) = '' or pg_catalog.length(t) > 200))
+                then 'tags must be an array of texts of 1 to 200 characters, not only white space'
             when item ? 'authority' and (pg_catalog.jsonb_typeof(item->'authority') <> 'number'
                  or (item->>'authority')::numeric not between 0 and 1)
                 then 'authority must be a number from 0 to 1'
@@ -164,17 +170,14 @@ begin
                  or item->>'source_key' = '')
                 then 'source_key must be a non-empty text'
             when item ? 'vector' and (pg_catalog.jsonb_typeof(item->'vector') <> 'array'
-                 or pg_catalog.jsonb_array_length(item->'vector') <> dimension
-                 or pg_catalog.jsonb_path_exists(item->'vector',
-                        'strict $[*] ? (@.type() != "number" || @ > 3.0e38 || @ < -3.0e38)'))
-                then pg_catalog.format('vector must be an array of %s finite numbers (embedding space %s, %s)',
+                 or pg_catalog.jsonb_array_length(item->'vector') <> dimension)
+                then pg_catalog.format('vector must be an array of %s numbers (embedding space %s, %s)',
                                        dimension, space.space_id, space.model_name)
-            when item ? 'vector' and not pg_catalog.jsonb_path_exists(item->'vector', 'strict $[*] ? (@ != 0)')
-                then 'vector is the zero vector, which has no cosine distance'
             when item ? 'source_key' and exists (
                     select from pg_catalog.jsonb_array_elements(items) with ordinality as other(item, n)
-                    where other.item->>'source_key' = i.item->>'source_key' and other.n < i.n)
-                then 'repeats the source_key of an earlier item of this batch'
+                    where other.item->>'source_key' = i.item->>'source_key'
+                      and other.item->>'lane' = i.item->>'lane' and other.n < i.n)
+                then 'repeats the lane and source_key of an earlier item of this batch'
             end as reason
         from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
     ) as i
@@ -186,41 +189,79 @@ begin
             using errcode = case when problem.reason like 'lane % is not a lane%' then '42501' else '22023' end;
     end if;
 
-    return query
-    with input as materialized (
-        select i.n::integer as n, x.*, stored.record_id as stored_id,
-               case when stored.record_id is null
-                    then pg_catalog.nextval('emem.records_record_id_seq') end as new_id
+    -- Vectors are parsed once (a non-number fails the cast) and stored at unit length: cosine is
+    -- all emem measures, and unit vectors cannot overflow its arithmetic.
+    if dimension is not null then
+        vectors := array(
+            select x.vector::public.vector
+            from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n),
+                 pg_catalog.jsonb_to_record(i.item) as x(vector real[])
+            order by i.n);
+        select v.n into problem
+        from pg_catalog.unnest(vectors) with ordinality as v(vector, n)
+        where v.vector is not null and public.vector_norm(v.vector) operator(pg_catalog.=) 0
+        limit 1;
+        if found then
+            raise exception 'item %: vector is the zero vector, which has no cosine distance', problem.n
+                using errcode = '22023';
+        end if;
+    end if;
+
+    -- An item whose source key its lane holds already is not written again.
+    stored_ids := array(
+        select (select r.record_id from emem.records as r
+                where r.lane_name = i.item->>'lane' and r.source_key = i.item->>'source_key')
         from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
-        cross join lateral pg_catalog.jsonb_to_record(i.item) as x(
-            kind text, content text, lane text, tags text[], authority real, occurred_at timestamptz,
-            thread_id text, thread_position integer, metadata jsonb, source_key text, vector real[])
-        left join emem.records as stored on stored.source_key = x.source_key
-    ),
-    new_records as (
+        order by i.n);
+    new_ids := array(
+        select case when stored_ids[n] is null then pg_catalog.nextval('emem.records_record_id_seq') end
+        from pg_catalog.generate_series(1, item_count) as n);
+
+    -- Records first, in a statement of their own, so that the row-level security checks of the
+    -- tags and vectors below see them; a key a concurrent writer stored meanwhile is skipped.
+    with inserted as (
         insert into emem.records (record_id, kind, content, lane_name, authority, occurred_at,
                                   thread_id, thread_position, metadata, source_key)
-        select new_id, kind, content, lane, coalesce(authority, 0.5), coalesce(occurred_at, pg_catalog.now()),
-               thread_id, thread_position, coalesce(metadata, '{}'), source_key
-        from input where new_id is not null
-    ),
-    new_tags as (
-        insert into emem.record_tags (record_id, tag)
-        select distinct input.new_id, emem.normal_tag(t)
-        from input cross join lateral pg_catalog.unnest(input.tags) as t
-        where input.new_id is not null
-    ),
-    new_vectors as (
-        insert into emem.record_vectors (space_id, record_id, embedding)
-        select space.space_id, input.new_id, input.vector::public.vector
-        from input where input.new_id is not null and input.vector is not null
+        select new_ids[i.n], x.kind, x.content, x.lane, coalesce(x.authority, 0.5),
+               coalesce(x.occurred_at, pg_catalog.now()), x.thread_id, x.thread_position,
+               coalesce(x.metadata, '{}'), x.source_key
+        from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
+        cross join lateral pg_catalog.jsonb_to_record(i.item) as x(
+            kind text, content text, lane text, authority real, occurred_at timestamptz,
+            thread_id text, thread_position integer, metadata jsonb, source_key text)
+        where new_ids[i.n] is not null
+        on conflict (lane_name, source_key) where source_key is not null do nothing
+        returning emem.records.record_id
     )
-    select input.n, coalesce(input.new_id, input.stored_id), input.new_id is not null
-    from input order by input.n;
+    select coalesce(pg_catalog.array_agg(inserted.record_id), '{}') into created_ids from inserted;
+
+    insert into emem.record_tags (record_id, tag)
+    select distinct new_ids[i.n], emem.normal_tag(t.tag)
+    from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
+    cross join lateral pg_catalog.jsonb_array_elements_text(coalesce(i.item->'tags', '[]')) as t(tag)
+    where new_ids[i.n] in (select pg_catalog.unnest(created_ids));
+
+    if dimension is not null then
+        insert into emem.record_vectors (space_id, record_id, embedding)
+        select space.space_id, new_ids[n], public.l2_normalize(vectors[n])
+        from pg_catalog.generate_series(1, item_count) as n
+        where vectors[n] is not null and new_ids[n] in (select pg_catalog.unnest(created_ids));
+    end if;
+
+    return query
+    select i.n::integer,
+           case when new_ids[i.n] in (select pg_catalog.unnest(created_ids)) then new_ids[i.n]
+                else coalesce(stored_ids[i.n],
+                              (select r.record_id from emem.records as r
+                               where r.lane_name = i.item->>'lane' and r.source_key = i.item->>'source_key'))
+           end,
+           new_ids[i.n] in (select pg_catalog.unnest(created_ids))
+    from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
+    order by i.n;
 end
 $$;
 comment on function emem.put_records(jsonb, integer) is
-  'The bulk path: writes a JSON array of records ({kind, content, lane, tags, authority, occurred_at, thread_id, thread_position, metadata, source_key, vector}) in one statement, all or nothing; returns each item''s record id. An item whose source_key is stored already is not written again (created = false).';
+  'The bulk path: writes a JSON array of records ({kind, content, lane, tags, authority, occurred_at, thread_id, thread_position, metadata, source_key, vector}), all or nothing; returns each item''s record id. An item whose source_key its lane holds already is not written again (created = false). Vectors are stored at unit length.';
 
 create function emem.put_record(
     kind text, content text, lane text, tags text[] default '{}', authority real default 0.5,
@@ -263,8 +304,8 @@ set search_path = pg_catalog, pg_temp
 as $$
 begin
     if tags is null or pg_catalog.cardinality(tags) = 0 or exists (
-        select from pg_catalog.unnest(tags) as t where t is null or pg_catalog.btrim(t) = '' or pg_catalog.length(t) > 200) then
-        raise exception 'tags must be a non-empty array of non-empty texts of at most 200 characters'
+        select from pg_catalog.unnest(tags) as t where t is null or emem.normal_tag(t) = '' or pg_catalog.length(t) > 200) then
+        raise exception 'tags must be a non-empty array of texts of 1 to 200 characters, not only white space'
             using errcode = '22023';
     end if;
     return array(select distinct emem.normal_tag(t) from pg_catalog.unnest(tags) as t order by 1);
@@ -327,7 +368,7 @@ $$;
 comment on function emem.link_records(bigint, bigint, text, jsonb) is
   'Links two records with a directed edge: a relation name and JSON properties; returns the edge id.';
 
-create function emem.put_record_vector(record_id bigint, embedding vector, space_id integer default null)
+create function emem.put_record_vector(record_id bigint, embedding public.vector, space_id integer default null)
 returns void
 language plpgsql
 set search_path = pg_catalog, pg_temp
@@ -338,14 +379,14 @@ begin
     perform emem.require_record(record_id);
     perform emem.check_vector(embedding, space, 'the record vector');
     insert into emem.record_vectors as rv (space_id, record_id, embedding)
-        values (space.space_id, put_record_vector.record_id, embedding)
+        values (space.space_id, put_record_vector.record_id, public.l2_normalize(embedding))
         on conflict on constraint record_vectors_pkey do update set embedding = excluded.embedding;
 end
 $$;
-comment on function emem.put_record_vector(bigint, vector, integer) is
-  'Stores (or replaces) a record''s vector in the given embedding space, the active one by default.';
+comment on function emem.put_record_vector(bigint, public.vector, integer) is
+  'Stores (or replaces) a record''s vector, at unit length, in the given embedding space, the active one by default.';
 
-create function emem.put_window(member_record_ids bigint[], embedding vector, space_id integer default null)
+create function emem.put_window(member_record_ids bigint[], embedding public.vector, space_id integer default null)
 returns bigint
 language plpgsql
 set search_path = pg_catalog, pg_temp
@@ -384,7 +425,8 @@ begin
             using errcode = '22023';
     end if;
     insert into emem.windows as w (space_id, lane_name, thread_kind, thread_id, first_position, last_position, embedding)
-        values (space.space_id, run.lane_name, run.kind, run.thread_id, run.first_position, run.last_position, embedding)
+        values (space.space_id, run.lane_name, run.kind, run.thread_id, run.first_position, run.last_position,
+                public.l2_normalize(embedding))
         on conflict on constraint one_window_per_run do update set embedding = excluded.embedding
         returning w.window_id into new_window_id;
     insert into emem.window_members (window_id, record_id)
@@ -393,5 +435,5 @@ begin
     return new_window_id;
 end
 $$;
-comment on function emem.put_window(bigint[], vector, integer) is
+comment on function emem.put_window(bigint[], public.vector, integer) is
   'Stores a window: a vector over consecutive records of one conversation or file (its members); the same run again replaces its vector. Returns the window id.';

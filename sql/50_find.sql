@@ -8,7 +8,7 @@
 -- comes from the role, never from a claim.
 
 create function emem.gather_for_role(
-    caller name, question text, question_vector vector, page integer, page_size integer
+    caller name, question text, question_vector public.vector, page integer, page_size integer
 ) returns jsonb
 language plpython3u volatile
 security definer  -- reads every lane: the page is cut before the lane filter
@@ -19,11 +19,11 @@ from emem_db.gather import Gather, envelope_json
 state = backend(GD, plpy, "@EXTVERSION@")
 return envelope_json(Gather(state).find(caller, question, question_vector, page, page_size))
 $$;
-comment on function emem.gather_for_role(name, text, vector, integer, integer) is
+comment on function emem.gather_for_role(name, text, public.vector, integer, integer) is
   'The pipeline behind e_gather_find, for a role the session can act as. Call e_gather_find or e_gather_find_envelope instead.';
 
 create function emem.explain_for_role(
-    caller name, question text, question_vector vector, page integer, page_size integer
+    caller name, question text, question_vector public.vector, page integer, page_size integer
 ) returns jsonb
 language plpython3u volatile
 security definer  -- reads every lane, as e_gather_find does; rows keep to the caller's lanes
@@ -34,7 +34,7 @@ from emem_db.gather import Gather, envelope_json
 state = backend(GD, plpy, "@EXTVERSION@")
 return envelope_json(Gather(state).explain(caller, question, question_vector, page, page_size))
 $$;
-comment on function emem.explain_for_role(name, text, vector, integer, integer) is
+comment on function emem.explain_for_role(name, text, public.vector, integer, integer) is
   'The analysis behind e_gather_explain, for a role the session can act as. Call e_gather_explain instead.';
 
 -- PL/Python reports its errors as "plpy.Error: <message>" with a Python traceback; the public
@@ -61,7 +61,7 @@ comment on function emem.raise_plainly(text, text, text, text) is
 -- The one door of the public functions into the pipeline: acts for current_user and re-raises
 -- the pipeline's errors plainly.
 create function emem.gather(
-    question text, question_vector vector, page integer, page_size integer, explain boolean
+    question text, question_vector public.vector, page integer, page_size integer, explain boolean
 ) returns jsonb
 language plpgsql volatile
 set search_path = pg_catalog, pg_temp
@@ -79,20 +79,20 @@ exception when others then
     perform emem.raise_plainly(state, message, detail, hint);
 end
 $$;
-comment on function emem.gather(text, vector, integer, integer, boolean) is
+comment on function emem.gather(text, public.vector, integer, integer, boolean) is
   'e_gather_find_envelope (explain => false) or e_gather_explain (explain => true) for the current role.';
 
 create function emem.e_gather_find_envelope(
-    question text, question_vector vector default null, page integer default 1, page_size integer default 30
+    question text, question_vector public.vector default null, page integer default 1, page_size integer default 30
 ) returns jsonb
 language sql volatile
 set search_path = pg_catalog, pg_temp
 as $$ select emem.gather(question, question_vector, page, page_size, false) $$;
-comment on function emem.e_gather_find_envelope(text, vector, integer, integer) is
+comment on function emem.e_gather_find_envelope(text, public.vector, integer, integer) is
   'e_gather_find as one JSON object: page, page_size, total_pages, total_candidates, degraded, degraded_reason, pipeline_profile and rows; the totals arrive even when every row of the page lies outside the caller''s lanes.';
 
 create function emem.e_gather_find(
-    question text, question_vector vector default null, page integer default 1, page_size integer default 30
+    question text, question_vector public.vector default null, page integer default 1, page_size integer default 30
 ) returns table (
     rank integer, record_id bigint, kind text, lane text, content text, tags text[],
     distance double precision, distance_kind text, placed_by text, found_by text[], windows bigint[]
@@ -107,14 +107,14 @@ as $$
         rank integer, record_id bigint, kind text, lane text, content text, tags text[],
         distance double precision, distance_kind text, placed_by text, found_by text[], windows bigint[])
 $$;
-comment on function emem.e_gather_find(text, vector, integer, integer) is
+comment on function emem.e_gather_find(text, public.vector, integer, integer) is
   'Answers a question with four lookups at once (tags and edge properties, full text, record vectors, window vectors) interleaved 40:35:20:5 into one ranked list; returns one page (page from 1, page_size 1 to 1000, default 30). question_vector NULL means embeddings are unavailable: the exact lookups answer alone, with placeholder distances.';
 
 create function emem.e_gather_explain(
-    question text, question_vector vector default null, page integer default 1, page_size integer default 30
+    question text, question_vector public.vector default null, page integer default 1, page_size integer default 30
 ) returns jsonb
 language sql volatile
 set search_path = pg_catalog, pg_temp
 as $$ select emem.gather(question, question_vector, page, page_size, true) $$;
-comment on function emem.e_gather_explain(text, vector, integer, integer) is
+comment on function emem.e_gather_explain(text, public.vector, integer, integer) is
   'For DBAs: how e_gather_find reads the question (terms, words WordNet knows, full-text terms), the pipeline profile, each lookup''s candidate count and time, and for each row of the page its rank in every lookup''s list.';

@@ -32,6 +32,8 @@ create function emem.e_timeline(
 language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    wanted_tags text[];
 begin
     if from_time is null or to_time is null or from_time > to_time then
         raise exception 'the timeline needs from_time <= to_time, got % and %',
@@ -49,12 +51,13 @@ begin
         raise exception 'kinds % holds an unknown kind', kinds
             using errcode = '22023', hint = 'Accepted kinds: note, conversation, file, entity.';
     end if;
+    wanted_tags := case when e_timeline.tags is not null then emem.check_tags(e_timeline.tags) end;
     return query
         select s.*
         from emem.record_summaries as s
         where s.occurred_at between from_time and to_time
           and (e_timeline.kinds is null or s.kind = any (e_timeline.kinds))
-          and (e_timeline.tags is null or s.tags @> emem.check_tags(e_timeline.tags))
+          and (wanted_tags is null or s.tags @> wanted_tags)
         order by s.occurred_at, s.record_id
         limit page_size offset (page - 1) * page_size;
 end

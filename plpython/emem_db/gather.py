@@ -22,7 +22,7 @@ CANDIDATE_SETTINGS = {
     "record_vectors": ("emem.record_vector_candidates", 100),
     "window_vectors": ("emem.window_vector_candidates", 20),
 }
-MAX_CANDIDATES = 10_000
+MAX_CANDIDATES = 1_000  # pgvector's largest hnsw.ef_search
 DEGRADED_NO_VECTOR = "no_vector"
 
 
@@ -43,7 +43,8 @@ class Gather:
     # ---- checks -------------------------------------------------------------------------
 
     def fail(self, message: str, hint: str | None = None, sqlstate: str = "22023") -> None:
-        self.plpy.error(message, hint=hint, sqlstate=sqlstate)
+        fields = {"sqlstate": sqlstate} if hint is None else {"sqlstate": sqlstate, "hint": hint}
+        self.plpy.error(message, **fields)
 
     def check_page(self, page: int | None, page_size: int | None) -> None:
         if page is None or not 1 <= page <= MAX_PAGE:
@@ -98,7 +99,7 @@ class Gather:
         }
         space = self.active_space()
         if vector is not None:
-            self.check_vector(vector, space)
+            vector = self.unit_vector(vector, space)
         return Request(question, vector, self.state.analyser.analyse(question), weights, space, counts)
 
     def candidate_count(self, setting: str, value: str | None, default: int) -> int:
@@ -114,7 +115,8 @@ class Gather:
             "select space_id, dimension, model_name from emem.embedding_spaces where is_active", []))
         return Space(rows[0]["space_id"], rows[0]["dimension"], rows[0]["model_name"]) if rows else None
 
-    def check_vector(self, vector: str, space: Space | None) -> None:
+    def unit_vector(self, vector: str, space: Space | None) -> str:
+        """The question vector at unit length, as the stored vectors are, after checking it."""
         if space is None:
             self.fail(
                 "a question vector was given but there is no active embedding space",
@@ -122,7 +124,8 @@ class Gather:
                      " or pass NULL.",
             )
         shape = self.plpy.execute(self.state.plan(
-            "select public.vector_dims($1) as dimension, public.vector_norm($1) as norm",
+            "select public.vector_dims($1) as dimension, public.vector_norm($1) as norm,"
+            " case when public.vector_norm($1) > 0 then public.l2_normalize($1)::text end as unit",
             ["public.vector"]), [vector])[0]
         if shape["dimension"] != space.dimension:
             self.fail(
@@ -132,6 +135,7 @@ class Gather:
             )
         if not shape["norm"] > 0 or math.isinf(shape["norm"]):
             self.fail("the question vector is the zero vector (or overflows), which has no cosine distance")
+        return shape["unit"]
 
     # ---- find ---------------------------------------------------------------------------
 

@@ -96,7 +96,7 @@ class Lookups:
 
     def candidates(self, sql: str, types: list[str], args: list[Any]) -> list[Candidate]:
         return [
-            Candidate(row["record_id"], row["distance"], tuple(row.get("windows") or ()))
+            Candidate(row["record_id"], finite_or_none(row["distance"]), tuple(row.get("windows") or ()))
             for row in self.execute(sql, types, args)
         ]
 
@@ -381,6 +381,11 @@ class BroadTagList:
                                  where l.record_id = o.record_id and l.tag operator(pg_catalog.=) $1)""",
             ["text", "text[]", "bigint[]"], [largest, others, self.match.edge_endpoints])[0]
         return self.match.counts[0] + row["added"]
+
+
+def finite_or_none(distance: float | None) -> float | None:
+    """A distance that is not a number (a vector written around the API overflowed) counts as none."""
+    return distance if distance is not None and math.isfinite(distance) else None
 
 
 def members(candidates: Sequence[Candidate], record_ids: Iterable[int]) -> set[int]:

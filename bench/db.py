@@ -1,0 +1,83 @@
+"""Connections to the benchmark's server and database."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import psycopg
+
+
+@dataclass(frozen=True)
+class Server:
+    host: str = os.environ.get("EMEM_PGHOST", "127.0.0.1")
+    port: int = int(os.environ.get("EMEM_PGPORT", "5433"))
+    user: str = os.environ.get("EMEM_PGUSER", "postgres")
+
+    def conninfo(self, dbname: str) -> str:
+        return f"host={self.host} port={self.port} user={self.user} dbname={dbname}"
+
+    def connect(self, dbname: str) -> psycopg.Connection:
+        return psycopg.connect(self.conninfo(dbname), autocommit=True)
+
+
+@contextmanager
+def connection(server: Server, dbname: str) -> Iterator[psycopg.Connection]:
+    conn = server.connect(dbname)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def vector_text(vector: np.ndarray) -> str:
+    """pgvector's text form of a vector."""
+    return "[" + ",".join(f"{x:.6f}" for x in vector.tolist()) + "]"
+
+
+def timed(conn: psycopg.Connection, sql: str, params: tuple | dict | None = None) -> tuple[float, list[tuple]]:
+    """Runs a statement and fetches every row; (milliseconds, rows), measured at the client."""
+    started = time.perf_counter()
+    cursor = conn.execute(sql, params)
+    rows = cursor.fetchall() if cursor.description else []
+    return (time.perf_counter() - started) * 1000, rows
+
+
+def install_script_md5(conn: psycopg.Connection) -> str | None:
+    """md5 of the emem install script this server would run now (it changes with `make install`)."""
+    script = scalar(conn, """
+        select md5(pg_read_binary_file(c.setting || '/extension/emem--' || e.default_version || '.sql'))
+        from pg_config as c, pg_available_extensions as e where c.name = 'SHAREDIR' and e.name = 'emem'""")
+    return str(script) if script else None
+
+
+def modules_md5(conn: psycopg.Connection) -> str | None:
+    """md5 of the emem_db modules PL/Python imports, read in a database where plpython3u exists."""
+    notices: list[str] = []
+
+    def keep(diagnostic: psycopg.errors.Diagnostic) -> None:
+        notices.append(diagnostic.message_primary or "")
+
+    conn.add_notice_handler(keep)
+    try:
+        conn.execute("""do language plpython3u $$
+import hashlib, pathlib, emem_db
+digest = hashlib.md5()
+for path in sorted(pathlib.Path(emem_db.__file__).parent.glob("*.py")):
+    digest.update(path.read_bytes())
+plpy.notice(digest.hexdigest())
+$$""")
+    except psycopg.Error:
+        pass
+    finally:
+        conn.remove_notice_handler(keep)
+    return notices[-1] if notices else None
+
+
+def scalar(conn: psycopg.Connection, sql: str, params: tuple | dict | None = None) -> object:
+    row = conn.execute(sql, params).fetchone()
+    return row[0] if row else None

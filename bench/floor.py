@@ -1,0 +1,270 @@
+"""The floor and the classic two-way hybrid: bare SQL on the same tables as e_gather_find.
+
+The floor is each of the four lookups alone, as a bare, correct, indexed query that fetches
+what page 1 needs: the `page_size` best rows of its list (a record vector or window list
+with fewer rows than asked, as an HNSW scan can return, is not correct and is reported).
+The tag lookup has two correct formulations, and the faster one is the floor:
+- `tags_exact`: every record the question's terms tag (GIN on tag_terms / label_terms), its
+  distance from the primary key of record_vectors, sorted;
+- `tags_hnsw`: the space's HNSW index scanned in distance order with pgvector's iterative scan,
+  keeping records the terms tag (cheap when the tag is broad, useless when it is rare).
+The totals e_gather_find reports (total_candidates) need the size of each exact list: the
+`*_count` queries measure what counting costs on its own.
+
+The classic hybrid is the Supabase recipe (full text + pgvector fused by reciprocal rank
+fusion, each side limited to 2 x match_count), created in the benchmark's schema `bench`, on
+emem's tables: full text on records.content_search (configuration emem.exact), vectors from
+record_vectors of the space. The recipe's websearch_to_tsquery ANDs every word, and emem.exact
+keeps stop words, so a natural question would match nothing: it is given the question's words
+(WordNet lemmas and full-text terms) joined by `or`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+from questions import Question
+
+ITERATIVE_SCAN = "strict_order"
+
+
+@dataclass(frozen=True)
+class Bare:
+    name: str
+    query: sql.Composable
+    params: dict
+
+
+MATCHES_TERMS = "{column} && %(terms)s::text[] and {column} <@ %(terms)s::text[]"
+# Endpoints of the edges whose labels the question's terms match, with the label's terms.
+EDGE_ROWS = f"""
+        select ends.endpoint, el.label_terms from emem.edge_labels as el
+        join emem.edges as e on e.edge_id = el.edge_id
+        cross join lateral (values (e.from_record_id), (e.to_record_id)) as ends (endpoint)
+        where {MATCHES_TERMS.format(column="el.label_terms")}"""
+
+
+@dataclass(frozen=True)
+class TagSchema:
+    """How tags are matched in the installed emem: terms stored on each record_tags row (0.1.0
+    as first released), or once per tag in emem.tag_vocabulary."""
+
+    tagged_rows: str  # (record_id, terms) of the records the question's terms tag
+    tagged_exists: str  # whether record {alias}.record_id is one of them
+    has_vocabulary: bool = False
+
+    @classmethod
+    def detect(cls, conn: psycopg.Connection) -> TagSchema:
+        if conn.execute("select to_regclass('emem.tag_vocabulary') is not null").fetchone()[0]:
+            return cls(
+                f"""select rt.record_id, v.tag_terms from emem.tag_vocabulary as v
+                    join emem.record_tags as rt on rt.tag = v.tag where {MATCHES_TERMS.format(column="v.tag_terms")}""",
+                f"""exists (select from emem.record_tags as rt where rt.record_id = {{alias}}.record_id
+                            and rt.tag = any (array(select v.tag from emem.tag_vocabulary as v
+                                                    where {MATCHES_TERMS.format(column="v.tag_terms")})))""",
+                True)
+        return cls(
+            f"""select rt.record_id, rt.tag_terms from emem.record_tags as rt
+                where {MATCHES_TERMS.format(column="rt.tag_terms")}""",
+            f"""exists (select from emem.record_tags as rt where rt.record_id = {{alias}}.record_id
+                        and {MATCHES_TERMS.format(column="rt.tag_terms")})""")
+
+    @property
+    def matches(self) -> str:
+        """Records tagged by the question's terms, or endpoints of an edge labelled by them."""
+        return f"select record_id from ({self.tagged_rows}) as tagged union select endpoint from ({EDGE_ROWS}) as ends"
+
+
+def any_term(question: Question) -> sql.Composable:
+    """The OR of the question's full-text terms, each a phrase of the emem.exact configuration."""
+    return sql.SQL(" || ").join(
+        sql.SQL("phraseto_tsquery('emem.exact', {})").format(sql.Literal(term)) for term in question.fulltext_terms)
+
+
+def matched_term_count(question: Question) -> sql.Composable:
+    return sql.SQL(" + ").join(
+        sql.SQL("(r.content_search @@ phraseto_tsquery('emem.exact', {}))::int").format(sql.Literal(term))
+        for term in question.fulltext_terms)
+
+
+def distance(dimension: int, alias: str = "rv") -> str:
+    return f"{alias}.embedding::vector({dimension}) <=> %(vector)s::vector({dimension})"
+
+
+class Floor:
+    """The bare queries for one question, with or without its vector."""
+
+    def __init__(self, schema: TagSchema, space: int, dimension: int, page_size: int) -> None:
+        self.schema = schema
+        self.space = space
+        self.dimension = dimension
+        self.k = page_size
+
+    def queries(self, question: Question, with_vector: bool) -> list[Bare]:
+        params = {"terms": list(question.terms), "vector": question.vector if with_vector else None, "k": self.k}
+        bare = [self.tags_count(params)]
+        if with_vector:
+            bare += [self.tags_exact(params), self.tags_hnsw(params), self.record_vectors(params),
+                     self.window_vectors(params)]
+        else:
+            bare.append(self.tags_degraded(params))
+            if len(question.terms) == 1 and self.schema.has_vocabulary:
+                bare.append(self.tags_by_id(params))
+        if question.fulltext_terms:
+            bare += [self.fulltext_count(question, params),
+                     self.fulltext(question, params) if with_vector else self.fulltext_degraded(question, params)]
+        return bare
+
+    def tags_exact(self, params: dict) -> Bare:
+        query = f"""
+            with matched as ({self.schema.matches})
+            select m.record_id, {distance(self.dimension)} as distance
+            from matched as m
+            left join emem.record_vectors as rv on rv.space_id = {self.space} and rv.record_id = m.record_id
+            order by distance nulls last, m.record_id limit %(k)s"""
+        return Bare("tags_exact", sql.SQL(query), params)
+
+    def tags_hnsw(self, params: dict) -> Bare:
+        query = f"""
+            select rv.record_id, {distance(self.dimension)} as distance
+            from emem.record_vectors as rv
+            where rv.space_id = {self.space}
+              and ({self.schema.tagged_exists.format(alias="rv")}
+                   or exists (select from emem.edge_labels as el join emem.edges as e on e.edge_id = el.edge_id
+                              where rv.record_id in (e.from_record_id, e.to_record_id)
+                                and el.label_terms && %(terms)s::text[] and el.label_terms <@ %(terms)s::text[]))
+            order by distance limit %(k)s"""
+        return Bare("tags_hnsw", sql.SQL(query), params)
+
+    def tags_degraded(self, params: dict) -> Bare:
+        query = f"""
+            with matched (record_id, terms) as ({self.schema.tagged_rows} union all {EDGE_ROWS})
+            select m.record_id, count(distinct t) as matched_terms
+            from matched as m cross join lateral unnest(m.terms) as t
+            group by m.record_id order by matched_terms desc, m.record_id limit %(k)s"""
+        return Bare("tags", sql.SQL(query), params)
+
+    def tags_by_id(self, params: dict) -> Bare:
+        """Degraded, one term: every candidate matches that one term, so the list is in record id
+        order; each matching tag's first rows come from its (tag, record_id) index."""
+        query = f"""
+            with tags as (select v.tag from emem.tag_vocabulary as v
+                          where {MATCHES_TERMS.format(column="v.tag_terms")})
+            select record_id from (
+                select first.record_id from tags cross join lateral (
+                    select rt.record_id from emem.record_tags as rt where rt.tag = tags.tag
+                    order by rt.record_id limit %(k)s) as first
+                union
+                select endpoint from ({EDGE_ROWS}) as ends) as matched
+            order by record_id limit %(k)s"""
+        return Bare("tags_by_id", sql.SQL(query), params)
+
+    def tags_count(self, params: dict) -> Bare:
+        query = f"select count(*) from ({self.schema.matches}) as matched"
+        return Bare("tags_count", sql.SQL(query), params)
+
+    def fulltext(self, question: Question, params: dict) -> Bare:
+        query = sql.SQL(f"""
+            select r.record_id, {distance(self.dimension)} as distance
+            from emem.records as r
+            left join emem.record_vectors as rv on rv.space_id = {self.space} and rv.record_id = r.record_id
+            where r.content_search @@ ({{any_term}})
+            order by distance nulls last, r.record_id limit %(k)s""").format(any_term=any_term(question))
+        return Bare("fulltext", query, params)
+
+    def fulltext_degraded(self, question: Question, params: dict) -> Bare:
+        query = sql.SQL("""
+            select r.record_id, {matched} as matched_terms, ts_rank(r.content_search, {any_term}) as rank
+            from emem.records as r
+            where r.content_search @@ ({any_term})
+            order by matched_terms desc, rank desc, r.record_id limit %(k)s""").format(
+            matched=matched_term_count(question), any_term=any_term(question))
+        return Bare("fulltext", query, params)
+
+    def fulltext_count(self, question: Question, params: dict) -> Bare:
+        query = sql.SQL("select count(*) from emem.records as r where r.content_search @@ ({any_term})").format(
+            any_term=any_term(question))
+        return Bare("fulltext_count", query, params)
+
+    def record_vectors(self, params: dict) -> Bare:
+        query = f"""
+            select record_id, {distance(self.dimension, "record_vectors")} as distance
+            from emem.record_vectors where space_id = {self.space}
+            order by distance limit %(k)s"""
+        return Bare("record_vectors", sql.SQL(query), params)
+
+    def window_vectors(self, params: dict) -> Bare:
+        """The nearest windows, enough of them to give page_size records (3 records per window)."""
+        query = f"""
+            with nearest as (
+                select window_id, {distance(self.dimension, "windows")} as distance
+                from emem.windows where space_id = {self.space}
+                order by distance limit %(k)s / 3)
+            select m.record_id, min(n.distance) as distance
+            from nearest as n join emem.window_members as m on m.window_id = n.window_id
+            group by m.record_id order by distance, m.record_id"""
+        return Bare("window_vectors", sql.SQL(query), params)
+
+
+# The semantic side of the recipe as published: row_number() over the distance, then
+# `order by rank_ix limit`. PostgreSQL does not see that rank_ix follows the distance, so it
+# sorts every vector of the space (no HNSW).
+RECIPE_SEMANTIC = """
+            select rv.record_id,
+                   row_number() over (order by rv.embedding::vector({dimension}) <=> query_embedding) as rank_ix
+            from emem.record_vectors as rv
+            where rv.space_id = {space} and query_embedding is not null
+            order by rank_ix
+            limit least(match_count, 30) * 2"""
+# The same, written so that the space's HNSW index serves it: nearest first, then numbered.
+INDEXED_SEMANTIC = """
+            select nearest.record_id, row_number() over (order by nearest.distance) as rank_ix
+            from (select rv.record_id, rv.embedding::vector({dimension}) <=> query_embedding as distance
+                  from emem.record_vectors as rv
+                  where rv.space_id = {space} and query_embedding is not null
+                  order by distance
+                  limit least(match_count, 30) * 2) as nearest"""
+HYBRIDS = {"hybrid_recipe": RECIPE_SEMANTIC, "hybrid": INDEXED_SEMANTIC}
+
+
+def create_hybrids(conn: psycopg.Connection, space: int, dimension: int) -> None:
+    """The Supabase-style hybrid search on emem's tables, in the benchmark's schema: as published
+    (bench.hybrid_recipe) and with its vector side served by HNSW (bench.hybrid)."""
+    for name, semantic in HYBRIDS.items():
+        conn.execute(f"""
+            create or replace function bench.{name}(
+                query_text text, query_embedding vector({dimension}), match_count integer,
+                full_text_weight double precision default 1, semantic_weight double precision default 1,
+                rrf_k integer default 50)
+            returns table (record_id bigint, content text, score double precision)
+            language sql stable
+            as $$
+            with full_text as (
+                select r.record_id,
+                       row_number() over (order by ts_rank_cd(r.content_search,
+                                                              websearch_to_tsquery('emem.exact', query_text)) desc)
+                           as rank_ix
+                from emem.records as r
+                where r.content_search @@ websearch_to_tsquery('emem.exact', query_text)
+                order by rank_ix
+                limit least(match_count, 30) * 2
+            ),
+            semantic as ({semantic.format(space=space, dimension=dimension)}
+            )
+            select r.record_id, r.content,
+                   coalesce(1.0 / (rrf_k + full_text.rank_ix), 0.0) * full_text_weight
+                   + coalesce(1.0 / (rrf_k + semantic.rank_ix), 0.0) * semantic_weight as score
+            from full_text
+            full outer join semantic on full_text.record_id = semantic.record_id
+            join emem.records as r on r.record_id = coalesce(full_text.record_id, semantic.record_id)
+            order by score desc
+            limit least(match_count, 30)
+            $$""")
+
+
+def hybrid_queries(question: Question, with_vector: bool, page_size: int) -> list[Bare]:
+    params = {"text": question.websearch_text, "vector": question.vector if with_vector else None, "k": page_size}
+    return [Bare(name, sql.SQL("select * from bench.{}(%(text)s, %(vector)s::vector, %(k)s)").format(
+        sql.Identifier(name)), params) for name in HYBRIDS]

@@ -1,0 +1,263 @@
+"""emem's benchmark: e_gather_find against the floor (its four lookups as bare SQL) and a classic
+two-way hybrid (full text + pgvector, reciprocal rank fusion), on one synthetic corpus.
+
+    python3 bench/run.py                        # 100k records (builds emem_bench_100000 once)
+    python3 bench/run.py --records 10000 --quick  # smoke run, under two minutes
+    make bench BENCH_ARGS="--records 1000000"
+
+Prints the tables and writes every figure to bench/results/<timestamp>-<records>.json.
+Not a test: nothing here fails on a slow figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+from corpus import DIMENSION, Corpus
+from db import Server, connection, install_script_md5, modules_md5, scalar
+from floor import ITERATIVE_SCAN, Floor, TagSchema, create_hybrids, hybrid_queries
+from load import Target, build, space_id, stored_corpus
+from measure import Cell, backend_memory, fresh_connections, latency, percentiles, throughput
+from profiling import profile_question
+from questions import Question, build_questions
+from report import machine, machine_line, summarise, tables
+
+RESULTS = Path(__file__).resolve().parent / "results"
+MODES = {"vector": True, "degraded": False}
+FIND_ENVELOPE = "select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)"
+FRESH_KINDS = ("code_only", "mixed")  # the cheapest question, and the dearest
+LOOKUPS = ("tags", "fulltext", "record_vectors", "window_vectors")
+FIND_TABLE = "select * from emem.e_gather_find(%s, %s::vector, %s, %s)"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=100_000, help="corpus size (default 100000)")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--rebuild", action="store_true", help="build the corpus again even when it is stored")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions and shorter runs (smoke run)")
+    parser.add_argument("--repetitions", type=int, help="timed rounds per cell (default 40, quick 8)")
+    parser.add_argument("--fresh-connections", type=int, help="new connections timed (default 10, quick 3)")
+    parser.add_argument("--throughput-seconds", type=float, help="per client count (default 10, quick 3)")
+    parser.add_argument("--page-size", type=int, default=30)
+    parser.add_argument("--batch-size", type=int, default=1000, help="records per put_records call")
+    parser.add_argument("--load-with-indexes", action="store_true",
+                        help="keep the HNSW indexes during the load (default: drop, load, build)")
+    parser.add_argument("--maintenance-work-mem", default=None, help="for the index build (default 1GB, 4GB at 1M)")
+    parser.add_argument("--dbname", help="default emem_bench_<records>")
+    parser.add_argument("--no-profile", action="store_true", help="skip the auto_explain profile of find")
+    args = parser.parse_args(argv)
+    args.repetitions = args.repetitions or (8 if args.quick else 40)
+    args.fresh_connections = args.fresh_connections or (3 if args.quick else 10)
+    args.throughput_seconds = args.throughput_seconds or (3.0 if args.quick else 10.0)
+    args.maintenance_work_mem = args.maintenance_work_mem or ("4GB" if args.records >= 500_000 else "1GB")
+    args.dbname = args.dbname or f"emem_bench_{args.records}"
+    return args
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+def corpus_ready(target: Target, args: argparse.Namespace, script_md5: str | None) -> tuple[dict, bool]:
+    """The load report: of the stored corpus when it matches (size, seed and the installed
+    extension script), else of a new load."""
+    stored = None if args.rebuild else stored_corpus(target, script_md5)
+    if stored is not None:
+        say(f"reusing {target.dbname}: {target.records} records, seed {target.seed} (--rebuild to load again)")
+        return stored, True
+    say(f"building {target.dbname}: {target.records} records, seed {target.seed}"
+        " (none stored, or built with another emem install script)")
+    load = build(target, args.batch_size, args.load_with_indexes, args.maintenance_work_mem, script_md5)
+    return load, False
+
+
+def load_lines(load: dict) -> str:
+    builds = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in load["index_build_seconds"].items())
+    return "\n".join([
+        f"load: {load['records']} records with {load['tags']} tags and 384-d vectors through put_records, "
+        f"{load['records_per_second']} records/s ({load['put_records_seconds']:.1f} s, batches of "
+        f"{load['batch_size']}, HNSW indexes {'kept' if load['with_indexes'] else 'dropped'} during the load)",
+        f"      {load['edges']} edges by bulk INSERT, {load['edges_per_second']} edges/s; {load['windows']} windows "
+        f"({load['window_members']} members): {load['put_window_count']} through put_window at "
+        f"{load['put_window_per_second']}/s, the rest by bulk INSERT at {load['bulk_windows_per_second']}/s",
+        f"      index build: {builds or 'during the load'} (maintenance_work_mem {load['maintenance_work_mem']}); "
+        f"vacuum analyze {load['vacuum_analyze_seconds']:.1f} s; whole load {load['total_seconds']:.0f} s "
+        f"(client-side generation {load['generation_seconds']:.0f} s)",
+    ])
+
+
+def find_cells(conn: psycopg.Connection, question: Question, with_vector: bool, page_size: int) -> list[Cell]:
+    vector = question.vector if with_vector else None
+    return [Cell(name, conn, query, (question.text, vector, page, page_size), [])
+            for name, query, page in (("find_p1", FIND_ENVELOPE, 1), ("find_p10", FIND_ENVELOPE, 10),
+                                      ("find_table_p1", FIND_TABLE, 1), ("find_table_p10", FIND_TABLE, 10))]
+
+
+def bare_cells(conn: psycopg.Connection, floor: Floor, question: Question, with_vector: bool) -> list[Cell]:
+    bare = floor.queries(question, with_vector) + hybrid_queries(question, with_vector, floor.k)
+    return [Cell(b.name, conn, b.query, b.params, []) for b in bare]
+
+
+def run_latency(server: Server, args: argparse.Namespace, questions: list[Question], space: int) -> dict:
+    with connection(server, args.dbname) as find_conn, connection(server, args.dbname) as floor_conn:
+        floor = Floor(TagSchema.detect(floor_conn), space, DIMENSION, args.page_size)
+        floor_conn.execute(f"set hnsw.iterative_scan = {ITERATIVE_SCAN}")
+        cells: dict[str, dict[str, Cell]] = {}
+        for question in questions:
+            for mode, with_vector in MODES.items():
+                group = find_cells(find_conn, question, with_vector, args.page_size)
+                group += bare_cells(floor_conn, floor, question, with_vector)
+                cells[f"{question.kind}/{mode}"] = {cell.key: cell for cell in group}
+        say(f"latency: {sum(len(g) for g in cells.values())} cells x {args.repetitions} rounds")
+        latency([cell for group in cells.values() for cell in group.values()], args.repetitions, progress=say)
+        summaries = {key: summarise(group, args.page_size) for key, group in cells.items()}
+        memory = backend_memory(find_conn)
+        round_trip = Cell("select_1", find_conn, "select 1", (), [])
+        latency([round_trip], 200)
+    return {"summaries": summaries, "memory_after_warm_runs": memory,
+            "round_trip_select_1": percentiles(round_trip.times)}
+
+
+def run_concurrency(server: Server, args: argparse.Namespace, questions: list[Question]) -> dict:
+    calls = [(FIND_ENVELOPE, (q.text, q.vector if with_vector else None, 1, args.page_size))
+             for q in questions for with_vector in MODES.values()]
+    one = throughput(server, args.dbname, calls, 1, args.throughput_seconds)
+    two = throughput(server, args.dbname, calls, 2, args.throughput_seconds)
+    return {"finds_per_second_1_client": round(one, 1), "finds_per_second_2_clients": round(two, 1),
+            "speedup": round(two / one, 2) if one else None, "seconds_each": args.throughput_seconds,
+            "mix": "page 1 of every question kind, with vector and degraded, in turn"}
+
+
+def run_profile(server: Server, args: argparse.Namespace, questions: list[Question]) -> dict:
+    repetitions = 2 if args.quick else 5
+    with connection(server, args.dbname) as conn:
+        return {f"{q.kind}/{mode}": profile_question(conn, q, with_vector, args.page_size, repetitions)
+                for q in questions for mode, with_vector in MODES.items()}
+
+
+def fresh_line(kind: str, fresh: dict) -> str:
+    split = fresh["split"]
+    return (f"first find in a fresh connection ({kind}, with vector): p50 {fresh['first_find']['p50']:.1f} ms,"
+            f" max {fresh['first_find_max']:.1f} ms (connect {fresh['connect']['p50']:.1f} ms; second find"
+            f" {fresh['second_find']['p50']:.1f} ms); PL/Python, modules and lexicon"
+            f" {split['plpython_modules_lexicon']['p50']:.1f} ms, then the find"
+            f" {split['first_find_after_them']['p50']:.1f} ms; calls 1-8 of a new connection:"
+            f" {fresh['first_eight_calls']}")
+
+
+def profile_lines(profile: dict) -> str:
+    lines = ["where find's time goes (page 1, ms): each lookup as e_gather_explain times it inside PL/Python /"
+             " its SQL's executor time (auto_explain) (candidates); then find's phases timed inside the server"]
+    for key, entry in profile.items():
+        parts = ", ".join(
+            f"{name} {p.get('in_plpython_ms', 0):.1f}/{p.get('sql_ms') or 0:.1f} ({p.get('candidates', 0)})"
+            for name, p in entry["parts"].items() if name in LOOKUPS)
+        lines.append(f"  {key:<22} {parts}")
+        phases = entry["phases"]
+        if "phases_ms" in phases:
+            steps = ", ".join(f"{name} {ms:.1f}" for name, ms in phases["phases_ms"].items())
+            lines.append(f"  {'':<22} inside the server: find {phases['total_ms']:.1f} = {steps}")
+        else:
+            lines.append(f"  {'':<22} phases unavailable: {phases.get('error')}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    server = Server()
+    target = Target(server, args.dbname, args.records, args.seed)
+    command = "python3 bench/run.py " + shlex.join(argv)
+    head = git_head()
+    try:
+        with connection(server, "postgres") as admin:
+            script_md5 = install_script_md5(admin)
+        load, reused = corpus_ready(target, args, script_md5)
+    except psycopg.OperationalError as error:
+        print(f"cannot reach PostgreSQL at {server.host}:{server.port} as {server.user}: {error}", file=sys.stderr)
+        return 2
+    say(load_lines(load))
+    with connection(server, args.dbname) as conn:
+        space = space_id(conn)
+        create_hybrids(conn, space, DIMENSION)
+        questions = build_questions(conn, Corpus(args.records, args.seed))
+        info = machine(conn)
+        emem_installed = {"script_md5": script_md5, "modules_md5": modules_md5(conn)}
+        records = int(scalar(conn, "select count(*) from emem.records"))
+    for q in questions:
+        say(f"  {q.kind:<13} {q.text!r}: terms {list(q.terms)}, full text {list(q.fulltext_terms)}")
+    timings = run_latency(server, args, questions, space)
+    say(f"fresh connections: {args.fresh_connections} per question ({', '.join(FRESH_KINDS)})")
+    fresh = {q.kind: fresh_connections(server, args.dbname, FIND_ENVELOPE, (q.text, q.vector, 1, args.page_size),
+                                       args.fresh_connections)
+             for q in questions if q.kind in FRESH_KINDS}
+    say(f"throughput: 1 and 2 clients, {args.throughput_seconds:.0f} s each")
+    concurrency = run_concurrency(server, args, questions)
+    profile = {} if args.no_profile else run_profile(server, args, questions)
+    info["load_average_1m_end"] = round(os.getloadavg()[0], 2)
+    with connection(server, args.dbname) as conn:
+        emem_installed["script_md5_at_end"] = install_script_md5(conn)
+        emem_installed["modules_md5_at_end"] = modules_md5(conn)
+    if emem_installed["modules_md5_at_end"] != emem_installed["modules_md5"]:
+        say("warning: emem's Python modules were installed again during this run: figures may mix two versions")
+    elif emem_installed["script_md5_at_end"] != script_md5:
+        say("note: emem's install script changed during this run (this database keeps the one it was built"
+            " with; the next run builds the corpus again)")
+    result = {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"), "command": command, "database": args.dbname,
+        "records": records, "seed": args.seed, "page_size": args.page_size, "repetitions": args.repetitions,
+        "machine": info, "emem_installed": emem_installed, "git_head_at_start": head, "load": load,
+        "corpus_reused": reused,
+        "questions": [vars(q) | {"vector": "(near a cluster centre)"} for q in questions],
+        "latency": timings["summaries"], "round_trip_select_1": timings["round_trip_select_1"],
+        "fresh_connection": fresh, "throughput": concurrency,
+        "memory": {"after_warm_runs": timings["memory_after_warm_runs"], **fresh["code_only"]["memory"]},
+        "profile": profile, "duration_seconds": round(time.perf_counter() - started, 1),
+    }
+    path = write_result(result)
+    say("")
+    say(tables(timings["summaries"]))
+    say("")
+    say(f"round trip of `select 1`: p50 {timings['round_trip_select_1']['p50']:.2f} ms")
+    for kind, figures in fresh.items():
+        say(fresh_line(kind, figures))
+    say(f"throughput: {concurrency['finds_per_second_1_client']} finds/s with 1 client, "
+        f"{concurrency['finds_per_second_2_clients']} with 2 ({concurrency['speedup']}x)")
+    say(f"backend memory: {json.dumps(result['memory'])}")
+    if profile:
+        say(profile_lines(profile))
+    say(f"\nmachine: {machine_line(info)}; load average {info['load_average_1m']} -> {info['load_average_1m_end']}")
+    say(f"reproduce: {command}   (corpus {'reused' if reused else 'built'};"
+        f" run took {result['duration_seconds']:.0f} s)")
+    say(f"figures: {path}")
+    return 0
+
+
+def git_head() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=RESULTS.parent, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def write_result(result: dict) -> Path:
+    RESULTS.mkdir(exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = RESULTS / f"{stamp}-{result['records']}.json"
+    path.write_text(json.dumps(result, indent=1, default=str))
+    return path
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
