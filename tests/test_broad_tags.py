@@ -1,4 +1,4 @@
-"""A broad tag (more candidates than are fetched whole) gives the same answers as an exact
+"""A broad tag or term (more candidates than are fetched whole) gives the same answers as an exact
 reading: its list is read from the HNSW index as far as the merge reaches, its size counted."""
 
 import json
@@ -8,10 +8,10 @@ import random
 import psycopg
 import pytest
 
-from emem_db.lookups import EXACT_TAG_CANDIDATES
+from emem_db.lookups import EXACT_FULLTEXT_CANDIDATES, EXACT_TAG_CANDIDATES
 
 QUESTION_VECTOR = [1.0, 0.0, 0.0, 0.0]
-BROAD = EXACT_TAG_CANDIDATES + 400
+BROAD = max(EXACT_TAG_CANDIDATES, EXACT_FULLTEXT_CANDIDATES) + 400
 
 
 def unit(values: list[float]) -> list[float]:
@@ -24,7 +24,8 @@ def broad(db: psycopg.Connection) -> psycopg.Connection:
     rng = random.Random(7)
     db.execute("select emem.create_lane('l')")
     db.execute("select emem.create_embedding_space('m', 4, null, true)")
-    items = [{"kind": "note", "content": f"broad record {i}", "lane": "l", "tags": ["broad"]
+    items = [{"kind": "note", "content": f"broad record {i}" + (" in Q3" if i % 10 != 1 else ""), "lane": "l",
+              "tags": ["broad"]
               + (["rare"] if i % 100 == 0 else []),
               **({"vector": unit([rng.uniform(-1, 1) for _ in range(4)])} if i % 10 else {})}
              for i in range(BROAD)]
@@ -93,3 +94,37 @@ def test_tag_counts_follow_writes(broad: psycopg.Connection) -> None:
     broad.execute("delete from emem.records where record_id = (select min(record_id) from emem.record_tags"
                   " where tag = 'broad')")
     assert envelope(broad, "broad", QUESTION_VECTOR, 1, 30)["total_candidates"] == BROAD - 6
+
+
+def exact_term_order(db: psycopg.Connection) -> list[int]:
+    rows = db.execute(
+        """select r.record_id from emem.records r left join emem.record_vectors v using (record_id)
+           where r.content_search @@ phraseto_tsquery('emem.exact', 'Q3')
+           order by v.embedding <=> %s::vector nulls last, r.record_id""", (str(QUESTION_VECTOR),))
+    return [r[0] for r in rows]
+
+
+def test_broad_term_list_is_in_distance_order_then_records_without_vector(broad: psycopg.Connection) -> None:
+    broad.execute("set emem.pipeline_profile = 'fulltext'")
+    expected = exact_term_order(broad)
+    assert len(expected) > EXACT_FULLTEXT_CANDIDATES
+    first = envelope(broad, "Q3", QUESTION_VECTOR, 1, 50)
+    assert first["total_candidates"] == len(expected)
+    assert [r["record_id"] for r in first["rows"]] == expected[:50]
+    whole = [r["record_id"] for p in range(1, 4) for r in envelope(broad, "Q3", QUESTION_VECTOR, p, 1000)["rows"]]
+    assert whole == expected
+
+
+def test_broad_tag_and_broad_term_together_count_each_record_once(broad: psycopg.Connection) -> None:
+    result = envelope(broad, "broad rare Q3 INV-7", QUESTION_VECTOR, 1, 30)
+    expected = broad.execute(
+        """select count(*) from (select record_id from emem.record_tags where tag in ('broad', 'rare')
+           union select record_id from emem.records
+                 where content_search @@ (phraseto_tsquery('emem.exact', 'Q3')
+                                          || phraseto_tsquery('emem.exact', 'INV-7'))
+           union (select record_id from emem.record_vectors
+                  order by embedding <=> %s::vector limit 100)) as u""", (str(QUESTION_VECTOR),)).fetchone()[0]
+    assert result["total_candidates"] == expected
+    terms = set(exact_term_order(broad))
+    for row in result["rows"]:
+        assert ("fulltext" in row["found_by"]) == (row["record_id"] in terms or "INV-7" in row["content"])

@@ -6,13 +6,14 @@ Orders (ties are always broken by record id, ascending):
 - degraded (no vector): tags and edges by the number of distinct question terms matched,
   most first; full text by matched terms, most first, then ts_rank, highest first.
 
-A tag match larger than EXACT_TAG_CANDIDATES (a broad tag) is not fetched whole: its list is
-read from the HNSW index, filtered to the tagged records, as far as the merge reaches, and its
-size comes from the tag vocabulary's counts.
+A tag match larger than EXACT_TAG_CANDIDATES (a broad tag), or with a vector a full-text match
+larger than EXACT_FULLTEXT_CANDIDATES, is not fetched whole: its list is read from the HNSW index,
+filtered to the match, as far as the merge reaches (BroadList), and its size is counted (for
+tags, from the tag vocabulary's counts).
 """
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ from emem_db.entry import Backend
 from emem_db.merge import Candidate
 
 EXACT_TAG_CANDIDATES = 2_000
+EXACT_FULLTEXT_CANDIDATES = 2_000
 DOCUMENT_FREQUENCY_CAP = 20_000
 # ef_search of the filtered scans: fixed, so that a longer fetch extends a shorter one.
 FILTERED_SCAN_EF_SEARCH = 100
@@ -91,18 +93,23 @@ class Lookups:
     def run(self, name: str) -> Sequence[Candidate]:
         return getattr(self, name)()
 
-    def execute(self, sql: str, types: list[str], args: list[Any]) -> list[dict]:
-        return self.plpy.execute(self.state.plan(sql, types), args)
+    def execute(self, sql: str, types: list[str], args: list[Any], cache: bool = True) -> list[dict]:
+        """Run a statement; its plan is kept for the backend unless the text holds values
+        (cache=False), which would fill the cache with one plan per question."""
+        plan = self.state.plan(sql, types) if cache else self.plpy.prepare(sql, types)
+        return self.plpy.execute(plan, args)
 
-    def candidates(self, sql: str, types: list[str], args: list[Any]) -> list[Candidate]:
+    def candidates(self, sql: str, types: list[str], args: list[Any], cache: bool = True) -> list[Candidate]:
         return [
             Candidate(row["record_id"], finite_or_none(row["distance"]), tuple(row.get("windows") or ()))
-            for row in self.execute(sql, types, args)
+            for row in self.execute(sql, types, args, cache)
         ]
 
     def distance_sql(self) -> str:
         """The cosine distance of a record (found.record_id) to the question ($2); NULL without."""
-        space_id = self.request.space.space_id if self.request.space else 0
+        if self.request.degraded:
+            return "null::float8"
+        space_id = self.request.space.space_id
         return (
             "(select rv.embedding operator(public.<=>) $2::public.vector from emem.record_vectors as rv"
             f" where rv.space_id = {space_id:d} and rv.record_id = found.record_id)"
@@ -180,27 +187,45 @@ class Lookups:
 
     # ---- full text --------------------------------------------------------------------------
 
-    def fulltext(self) -> list[Candidate]:
-        """Seed: the terms WordNet does not know, by distance (degraded: matched terms, ts_rank)."""
+    def fulltext(self) -> Sequence[Candidate]:
+        """Seed: the terms WordNet does not know, by distance (degraded: matched terms, ts_rank).
+        A match of more than EXACT_FULLTEXT_CANDIDATES records, with a vector, is read lazily."""
         terms = [[term] for term in self.request.analysis.unknown_terms]
         order = ("matched_terms desc, rank desc, record_id" if self.request.degraded
                  else "distance nulls last, record_id")
-        return self.fulltext_candidates(terms, order, weighted=False)
+        queries = self.term_queries(terms)
+        if not self.request.degraded and queries:
+            any_term = self.broad_term_query(queries)
+            if any_term is not None:
+                return BroadFulltextList(self, any_term, lambda: self.fulltext_candidates(queries, order, False))
+        return self.fulltext_candidates(queries, order, weighted=False)
+
+    def broad_term_query(self, queries: list[str]) -> str | None:
+        """The OR of the terms when they match more than EXACT_FULLTEXT_CANDIDATES records."""
+        row = self.execute(
+            f"""with question as (select emem.tsquery_any(q) as any_term from pg_catalog.unnest($1::tsquery[]) as q)
+                select (select any_term from question)::text as any_term,
+                       (select pg_catalog.count(*) from (
+                            select from emem.records as r
+                            where r.content_search operator(pg_catalog.@@) (select any_term from question)
+                            limit {EXACT_FULLTEXT_CANDIDATES + 1:d}) as matching) as matching""",
+            ["tsquery[]"], [queries])[0]
+        return row["any_term"] if row["matching"] > EXACT_FULLTEXT_CANDIDATES else None
 
     def fulltext_by_rarity(self) -> list[Candidate]:
         """Opt-in: the same terms, by the rarity of those matched (summed IDF), then distance."""
         terms = [[term] for term in self.request.analysis.unknown_terms]
-        return self.fulltext_candidates(terms, "score desc, distance nulls last, record_id", weighted=True)
+        return self.fulltext_candidates(self.term_queries(terms), "score desc, distance nulls last, record_id",
+                                        weighted=True)
 
     def fulltext_words(self) -> list[Candidate]:
         """Opt-in: every content word too (as typed or as its lemma), by summed IDF, then distance."""
         terms = [list(dict.fromkeys((typed, term))) for typed, term in self.request.analysis.content_words]
-        return self.fulltext_candidates(terms, "score desc, distance nulls last, record_id", weighted=True)
+        return self.fulltext_candidates(self.term_queries(terms), "score desc, distance nulls last, record_id",
+                                        weighted=True)
 
-    def fulltext_candidates(self, terms: list[list[str]], order: str, weighted: bool) -> list[Candidate]:
-        """Records matching any term. A term is a phrase of the text search parser's tokens (so a
-        code matches whole) and may have several spellings (variants)."""
-        queries = self.term_queries(terms) if terms else []
+    def fulltext_candidates(self, queries: list[str], order: str, weighted: bool) -> list[Candidate]:
+        """Records matching any of the terms' queries (see term_queries), in the given order."""
         if not queries:
             return []
         weights = self.inverse_document_frequencies(queries) if weighted else [1.0] * len(queries)
@@ -225,7 +250,10 @@ class Lookups:
                                [queries, self.request.vector, weights])
 
     def term_queries(self, terms: list[list[str]]) -> list[str]:
-        """One tsquery per term: the OR of its variants, each a phrase of the parser's tokens."""
+        """One tsquery per term: the OR of its variants (spellings), each a phrase of the text
+        search parser's tokens, so that a code matches whole."""
+        if not terms:
+            return []
         numbers = [n for n, variants in enumerate(terms) for _ in variants]
         texts = [text for variants in terms for text in variants]
         rows = self.execute(
@@ -298,27 +326,41 @@ class Lookups:
         return int(self.execute("select pg_catalog.current_setting('hnsw.ef_search') as value", [], [])[0]["value"])
 
 
-class BroadTagList:
-    """The candidates of a broad tag match, in the list's order, fetched as the merge reaches them.
+class BroadList:
+    """The candidates of a broad match (a common tag or term), in the list's order, fetched as
+    the merge reaches them; its size is counted, not read.
 
-    With a vector and a single kind of label (every candidate matched the same terms), the
-    tagged records nearest the question come from an iterative HNSW scan
-    filtered to the match (what page 1 needs, not every tagged row). If the scan stops short
-    (it ran out, or hit hnsw.max_scan_tuples), the list falls back to the exact order, which
-    also brings the tagged records without a vector. Degraded with one tag and no edges, every
-    candidate matched the same terms: the list is the tag's records by id, read from its index.
-    Other degraded matches are ordered exactly.
+    With a vector, the matching records nearest the question come from an iterative HNSW scan
+    filtered by the match (what a page needs, not every matching row). If the scan stops short
+    (it ran out, or hit hnsw.max_scan_tuples), the list falls back to the exact order, which also
+    brings the matching records without a vector. Degraded lists are ordered exactly unless a
+    subclass can read them in order from an index.
+
+    A match is a SQL predicate over a record id, with its values quoted into the text, so that
+    several broad lists combine in one statement (their totals, their members).
     """
 
-    def __init__(self, lookups: Lookups, match: TagMatch, by_terms: bool) -> None:
+    def __init__(self, lookups: Lookups) -> None:
         self.lookups = lookups
-        self.match = match
-        self.by_terms = by_terms
         self.loaded: list[Candidate] = []
         self.complete = False
-        # With several labels the order depends on the terms each record matched.
-        if (lookups.request.degraded or by_terms) and (len(match.tags) > 1 or match.edge_endpoints):
-            self.load_exact()
+
+    def predicate(self, record_id: str) -> str:
+        raise NotImplementedError
+
+    def candidate_ids_sql(self) -> str:
+        """A query of the distinct candidate record ids."""
+        raise NotImplementedError
+
+    def size(self) -> int:
+        raise NotImplementedError
+
+    def exact(self) -> list[Candidate]:
+        raise NotImplementedError
+
+    def in_order_degraded(self, limit: int) -> list[Candidate] | None:
+        """The first `limit` candidates of the degraded order read from an index, or None."""
+        return None
 
     def __getitem__(self, index: int) -> Candidate:
         while index >= len(self.loaded) and not self.complete:
@@ -326,51 +368,65 @@ class BroadTagList:
         return self.loaded[index]
 
     def fetch(self, limit: int) -> None:
-        if self.lookups.request.degraded:
-            rows = self.lookups.candidates(
-                """select rt.record_id, null::float8 as distance from emem.record_tags as rt
-                   where rt.tag operator(pg_catalog.=) $1 order by rt.record_id limit $2""",
-                ["text", "int"], [self.match.tags[0], limit])
-            self.loaded, self.complete = rows, len(rows) < limit
-            return
-        rows = self.nearest_tagged(limit)
-        if len(rows) < limit:
-            self.load_exact()
+        rows = self.in_order_degraded(limit) if self.lookups.request.degraded else self.nearest_matching(limit)
+        if rows is None or (not self.lookups.request.degraded and len(rows) < limit):
+            self.loaded, self.complete = self.exact(), True
         else:
-            self.loaded = rows
+            self.loaded, self.complete = rows, len(rows) < limit
 
-    def nearest_tagged(self, limit: int) -> list[Candidate]:
+    def nearest_matching(self, limit: int) -> list[Candidate]:
         lookups = self.lookups
         sql = f"""
             select rv.record_id, {lookups.vector_distance_sql("rv.embedding")} as distance
             from emem.record_vectors as rv
-            where rv.space_id = {lookups.request.space.space_id:d}
-              and (exists (select from emem.record_tags as rt
-                           where rt.record_id = rv.record_id and rt.tag operator(pg_catalog.=) any ($3))
-                   or rv.record_id operator(pg_catalog.=) any ($4))
+            where rv.space_id = {lookups.request.space.space_id:d} and {self.predicate("rv.record_id")}
             order by distance limit $2"""
         settings = {"hnsw.iterative_scan": "strict_order", "hnsw.ef_search": str(FILTERED_SCAN_EF_SEARCH)}
         with scoped_settings(lookups.plpy, lookups.state, settings):
-            return lookups.candidates(sql, ["public.vector", "int", "text[]", "bigint[]"],
-                                      [lookups.request.vector, limit, self.match.tags, self.match.edge_endpoints])
-
-    def load_exact(self) -> None:
-        self.loaded = self.lookups.exact_tags(self.match.tags, list(self.lookups.request.analysis.terms),
-                                              self.by_terms)
-        self.complete = True
+            return lookups.candidates(sql, ["public.vector", "int"], [lookups.request.vector, limit], cache=False)
 
     def members(self, record_ids: Iterable[int]) -> set[int]:
         """Which of these records the match holds (probed, not fetched)."""
         rows = self.lookups.execute(
-            """select id from pg_catalog.unnest($1::bigint[]) as id
-               where id operator(pg_catalog.=) any ($3)
-                  or exists (select from emem.record_tags as rt
-                             where rt.record_id = id and rt.tag operator(pg_catalog.=) any ($2))""",
-            ["bigint[]", "text[]", "bigint[]"], [list(record_ids), self.match.tags, self.match.edge_endpoints])
+            f"select id from pg_catalog.unnest($1::bigint[]) as id where {self.predicate('id')}",
+            ["bigint[]"], [list(record_ids)], cache=False)
         return {row["id"] for row in rows}
 
+
+class BroadTagList(BroadList):
+    """A broad tag match. Degraded with one tag and no edges, every candidate matched the same
+    terms, so the list is the tag's records by id, read from its index."""
+
+    def __init__(self, lookups: Lookups, match: TagMatch, by_terms: bool) -> None:
+        super().__init__(lookups)
+        self.match = match
+        self.by_terms = by_terms
+        self.terms = list(lookups.request.analysis.terms)
+        # With several labels the order depends on the terms each record matched.
+        if (lookups.request.degraded or by_terms) and (len(match.tags) > 1 or match.edge_endpoints):
+            self.loaded, self.complete = self.exact(), True
+
+    def predicate(self, record_id: str) -> str:
+        tags = quoted_array(self.lookups.plpy, self.match.tags, "text")
+        return (f"(exists (select from emem.record_tags as rt where rt.record_id = {record_id}"
+                f" and rt.tag operator(pg_catalog.=) any ({tags}))"
+                f" or {record_id} in ({self.edge_endpoints_sql()}))")
+
+    def edge_endpoints_sql(self) -> str:
+        terms = quoted_array(self.lookups.plpy, self.terms, "text")
+        return ("select ends.endpoint from emem.edge_labels as el"
+                " join emem.edges as e on e.edge_id = el.edge_id"
+                " cross join lateral (values (e.from_record_id), (e.to_record_id)) as ends (endpoint)"
+                f" where el.label_terms operator(pg_catalog.&&) {terms}"
+                f" and el.label_terms operator(pg_catalog.<@) {terms}")
+
+    def candidate_ids_sql(self) -> str:
+        tags = quoted_array(self.lookups.plpy, self.match.tags, "text")
+        return (f"select rt.record_id from emem.record_tags as rt where rt.tag operator(pg_catalog.=) any ({tags})"
+                f" union {self.edge_endpoints_sql()}")
+
     def size(self) -> int:
-        """The exact number of candidates: the largest tag's count, plus what the rest adds."""
+        """The largest tag's count, plus what the other tags and the edges add."""
         largest, *others = self.match.tags
         row = self.lookups.execute(
             """select pg_catalog.count(distinct o.record_id) as added
@@ -382,6 +438,47 @@ class BroadTagList:
             ["text", "text[]", "bigint[]"], [largest, others, self.match.edge_endpoints])[0]
         return self.match.counts[0] + row["added"]
 
+    def exact(self) -> list[Candidate]:
+        return self.lookups.exact_tags(self.match.tags, self.terms, self.by_terms)
+
+    def in_order_degraded(self, limit: int) -> list[Candidate] | None:
+        if len(self.match.tags) > 1 or self.match.edge_endpoints:
+            return None
+        return self.lookups.candidates(
+            """select rt.record_id, null::float8 as distance from emem.record_tags as rt
+               where rt.tag operator(pg_catalog.=) $1 order by rt.record_id limit $2""",
+            ["text", "int"], [self.match.tags[0], limit])
+
+
+class BroadFulltextList(BroadList):
+    """A full-text match of many records (a common term), with a vector; degraded, the list is
+    ordered exactly (by matched terms and rank)."""
+
+    def __init__(self, lookups: Lookups, any_term: str, exact: Callable[[], list[Candidate]]) -> None:
+        super().__init__(lookups)
+        self.any_term = lookups.plpy.quote_literal(any_term) + "::pg_catalog.tsquery"
+        self._exact = exact
+
+    def predicate(self, record_id: str) -> str:
+        return (f"exists (select from emem.records as r where r.record_id = {record_id}"
+                f" and r.content_search operator(pg_catalog.@@) {self.any_term})")
+
+    def candidate_ids_sql(self) -> str:
+        return ("select r.record_id from emem.records as r"
+                f" where r.content_search operator(pg_catalog.@@) {self.any_term}")
+
+    def size(self) -> int:
+        return self.lookups.execute(f"select pg_catalog.count(*) as n from ({self.candidate_ids_sql()}) as c",
+                                    [], [], cache=False)[0]["n"]
+
+    def exact(self) -> list[Candidate]:
+        return self._exact()
+
+
+def quoted_array(plpy: Any, values: list[str], element_type: str) -> str:
+    """An array literal of quoted values, for SQL text that combines several matches."""
+    return f"array[{', '.join(plpy.quote_literal(v) for v in values)}]::{element_type}[]"
+
 
 def finite_or_none(distance: float | None) -> float | None:
     """A distance that is not a number (a vector written around the API overflowed) counts as none."""
@@ -390,22 +487,33 @@ def finite_or_none(distance: float | None) -> float | None:
 
 def members(candidates: Sequence[Candidate], record_ids: Iterable[int]) -> set[int]:
     """Which of these records a list holds."""
-    if isinstance(candidates, BroadTagList):
+    if isinstance(candidates, BroadList):
         return candidates.members(record_ids)
     return {c.record_id for c in candidates} & set(record_ids)
 
 
 def positions(candidates: Sequence[Candidate]) -> dict[int, int]:
     """Each record's rank (from 1) in a list, as far as the list was read."""
-    read = candidates.loaded if isinstance(candidates, BroadTagList) else candidates
+    read = candidates.loaded if isinstance(candidates, BroadList) else candidates
     return {c.record_id: rank for rank, c in enumerate(read, start=1)}
 
 
 def total_candidates(lists: dict[str, Sequence[Candidate]]) -> int:
-    """How many distinct records the lists hold together (a broad tag list is counted, not read)."""
-    broad = [c for c in lists.values() if isinstance(c, BroadTagList)]
-    fetched = {c.record_id for candidates in lists.values() if not isinstance(candidates, BroadTagList)
+    """How many distinct records the lists hold together; broad lists are counted, not read:
+    each broad list adds what the ones before it do not hold, the fetched lists what none does."""
+    broad = [c for c in lists.values() if isinstance(c, BroadList)]
+    fetched = {c.record_id for candidates in lists.values() if not isinstance(candidates, BroadList)
                for c in candidates}
     if not broad:
         return len(fetched)
-    return broad[0].size() + len(fetched - broad[0].members(fetched))
+    lookups = broad[0].lookups
+    total = broad[0].size()
+    for index, current in enumerate(broad[1:], start=1):
+        held_before = " or ".join(b.predicate("c.record_id") for b in broad[:index])
+        total += lookups.execute(
+            f"select pg_catalog.count(*) as n from ({current.candidate_ids_sql()}) as c (record_id)"
+            f" where not ({held_before})", [], [], cache=False)[0]["n"]
+    held = " or ".join(b.predicate("id") for b in broad)
+    return total + lookups.execute(
+        f"select pg_catalog.count(*) as n from pg_catalog.unnest($1::bigint[]) as id where not ({held})",
+        ["bigint[]"], [list(fetched)], cache=False)[0]["n"]
