@@ -10,7 +10,7 @@ import psycopg
 from db import scalar
 from measure import Cell, percentiles
 
-FIND_CELLS = ("find_p1", "find_p10", "find_table_p1", "find_table_p10")
+FIND_CELLS = ("find_p1", "find_p10", "find_table_p1", "find_table_p10", "exact_first_p1")
 FLOOR_LOOKUPS = ("tags", "fulltext", "record_vectors", "window_vectors")
 COUNTS = ("tags_count", "fulltext_count")
 HYBRIDS = ("hybrid", "hybrid_recipe")
@@ -91,6 +91,8 @@ def summarise(cells: dict[str, Cell], page_size: int) -> dict:
             "find_over_hybrid_recipe": ratio(p1, hybrid["hybrid_recipe"]["p50"]),
             "p95_over_p50": ratio(find["find_p1"]["p95"], p1),
             "page10_over_page1": ratio(find["find_p10"]["p50"], p1),
+            "exact_first_over_floor_with_counts": ratio(find["exact_first_p1"]["p50"],
+                                                        floor["floor_with_counts_ms"]),
         },
     }
 
@@ -106,7 +108,7 @@ def fmt(value: float | int | None, width: int = 7, digits: int = 1) -> str:
 
 
 LATENCY_HEADER = (f"{'question':<13}{'vector':<9}{'p1 p50':>8}{'p1 p95':>8}{'p10 p50':>8}{'p10 p95':>8}"
-                  f"{'tbl p1':>8}{'tbl p10':>8}{'cands':>7}{'pages':>6}{'rows p10':>9}")
+                  f"{'tbl p1':>8}{'tbl p10':>8}{'xf p1':>8}{'cands':>7}{'pages':>6}{'rows p10':>9}")
 RATIO_HEADER = (f"{'question':<13}{'vector':<9}{'find':>7}{'floor':>7}{'fl+cnt':>7}{'hybrid':>7}{'recipe':>7}"
                 f"{'f/floor':>8}{'f/fl+c':>8}{'f/hyb':>7}{'p95/50':>7}{'p10/p1':>7}  floor lookups (ms)")
 
@@ -115,7 +117,8 @@ def latency_line(kind: str, mode: str, s: dict) -> str:
     f = s["find"]
     return (f"{kind:<13}{mode:<9}{fmt(f['find_p1']['p50'], 8)}{fmt(f['find_p1']['p95'], 8)}"
             f"{fmt(f['find_p10']['p50'], 8)}{fmt(f['find_p10']['p95'], 8)}{fmt(f['find_table_p1']['p50'], 8)}"
-            f"{fmt(f['find_table_p10']['p50'], 8)}{fmt(s['total_candidates'])}{fmt(s['total_pages'], 6)}"
+            f"{fmt(f['find_table_p10']['p50'], 8)}{fmt(f['exact_first_p1']['p50'], 8)}"
+            f"{fmt(s['total_candidates'])}{fmt(s['total_pages'], 6)}"
             f"{fmt(s['rows_page_10'], 9)}")
 
 
@@ -132,7 +135,8 @@ def ratio_line(kind: str, mode: str, s: dict) -> str:
 
 def tables(summaries: dict[str, dict]) -> str:
     lines = ["e_gather_find latency, ms (client wall time, warm; p1/p10 = page 1/10 of 30; tbl = e_gather_find,"
-             " the others e_gather_find_envelope; page 10 lies past the end when pages < 10)", LATENCY_HEADER]
+             " the others e_gather_find_envelope; xf = the recommended exact_first profile;"
+             " page 10 lies past the end when pages < 10)", LATENCY_HEADER]
     for key, summary in summaries.items():
         lines.append(latency_line(*key.split("/"), summary))
     lines += ["", "side by side, p50 ms: find page 1; floor = sum of the four bare lookups for page 1;"

@@ -34,6 +34,11 @@ from report import machine, machine_line, summarise, tables
 RESULTS = Path(__file__).resolve().parent / "results"
 MODES = {"vector": True, "degraded": False}
 FIND_ENVELOPE = "select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)"
+# The recommended opt-in profile (issue 7), timed beside the seed's on its own connection.
+EXACT_FIRST_PROFILE = next(
+    line.split("=", 1)[1].strip().strip("'")
+    for line in (Path(__file__).resolve().parent.parent / "control" / "exact_first.conf").read_text().splitlines()
+    if line.startswith("emem.pipeline_profile"))
 FRESH_KINDS = ("code_only", "mixed")  # the cheapest question, and the dearest
 LOOKUPS = ("tags", "fulltext", "record_vectors", "window_vectors")
 FIND_TABLE = "select * from emem.e_gather_find(%s, %s::vector, %s, %s)"
@@ -96,11 +101,14 @@ def load_lines(load: dict) -> str:
     ])
 
 
-def find_cells(conn: psycopg.Connection, question: Question, with_vector: bool, page_size: int) -> list[Cell]:
+def find_cells(conn: psycopg.Connection, exact_first_conn: psycopg.Connection, question: Question,
+               with_vector: bool, page_size: int) -> list[Cell]:
     vector = question.vector if with_vector else None
-    return [Cell(name, conn, query, (question.text, vector, page, page_size), [])
-            for name, query, page in (("find_p1", FIND_ENVELOPE, 1), ("find_p10", FIND_ENVELOPE, 10),
-                                      ("find_table_p1", FIND_TABLE, 1), ("find_table_p10", FIND_TABLE, 10))]
+    return [Cell(name, connection, query, (question.text, vector, page, page_size), [])
+            for name, connection, query, page in (
+                ("find_p1", conn, FIND_ENVELOPE, 1), ("find_p10", conn, FIND_ENVELOPE, 10),
+                ("find_table_p1", conn, FIND_TABLE, 1), ("find_table_p10", conn, FIND_TABLE, 10),
+                ("exact_first_p1", exact_first_conn, FIND_ENVELOPE, 1))]
 
 
 def bare_cells(conn: psycopg.Connection, floor: Floor, question: Question, with_vector: bool) -> list[Cell]:
@@ -109,13 +117,15 @@ def bare_cells(conn: psycopg.Connection, floor: Floor, question: Question, with_
 
 
 def run_latency(server: Server, args: argparse.Namespace, questions: list[Question], space: int) -> dict:
-    with connection(server, args.dbname) as find_conn, connection(server, args.dbname) as floor_conn:
+    with (connection(server, args.dbname) as find_conn, connection(server, args.dbname) as floor_conn,
+          connection(server, args.dbname) as exact_first_conn):
+        exact_first_conn.execute("select set_config('emem.pipeline_profile', %s, false)", (EXACT_FIRST_PROFILE,))
         floor = Floor(TagSchema.detect(floor_conn), space, DIMENSION, args.page_size)
         floor_conn.execute(f"set hnsw.iterative_scan = {ITERATIVE_SCAN}")
         cells: dict[str, dict[str, Cell]] = {}
         for question in questions:
             for mode, with_vector in MODES.items():
-                group = find_cells(find_conn, question, with_vector, args.page_size)
+                group = find_cells(find_conn, exact_first_conn, question, with_vector, args.page_size)
                 group += bare_cells(floor_conn, floor, question, with_vector)
                 cells[f"{question.kind}/{mode}"] = {cell.key: cell for cell in group}
         say(f"latency: {sum(len(g) for g in cells.values())} cells x {args.repetitions} rounds")
