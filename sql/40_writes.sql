@@ -173,10 +173,8 @@ begin
                  or pg_catalog.jsonb_array_length(item->'vector') <> dimension)
                 then pg_catalog.format('vector must be an array of %s numbers (embedding space %s, %s)',
                                        dimension, space.space_id, space.model_name)
-            when item ? 'source_key' and exists (
-                    select from pg_catalog.jsonb_array_elements(items) with ordinality as other(item, n)
-                    where other.item->>'source_key' = i.item->>'source_key'
-                      and other.item->>'lane' = i.item->>'lane' and other.n < i.n)
+            when i.n > pg_catalog.min(i.n) over (partition by i.item->>'lane', i.item->>'source_key')
+                 and item ? 'source_key'
                 then 'repeats the lane and source_key of an earlier item of this batch'
             end as reason
         from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)

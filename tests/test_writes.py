@@ -213,3 +213,13 @@ def test_label_intersection_is_exact(db: psycopg.Connection, space: int) -> None
     assert db.execute("select count(*) from emem.records_with_all_tags(array['invoices'])").fetchone()[0] == 0
     with pytest.raises(errors.InvalidParameterValue):
         db.execute("select * from emem.records_with_all_tags(array[]::text[])")
+
+
+def test_a_batch_may_not_repeat_a_source_key_within_a_lane(db: psycopg.Connection, space: int) -> None:
+    db.execute("select emem.create_lane('hr')")
+    item = {"kind": "note", "content": "chunk", "lane": "sales", "source_key": "file:a#1"}
+    with pytest.raises(errors.InvalidParameterValue, match="item 3: repeats the lane and source_key"):
+        db.execute("select * from emem.put_records(%s)",
+                   (json.dumps([item, {**item, "lane": "hr"}, item]),))
+    rows = db.execute("select created from emem.put_records(%s)", (json.dumps([item, {**item, "lane": "hr"}]),))
+    assert [r[0] for r in rows] == [True, True]
