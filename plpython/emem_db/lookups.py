@@ -25,6 +25,12 @@ from emem_db.merge import Candidate
 EXACT_TAG_CANDIDATES = 2_000
 EXACT_FULLTEXT_CANDIDATES = 2_000
 DOCUMENT_FREQUENCY_CAP = 20_000
+COMMON_WORD_SHARE = 0.05
+COMMON_WORD_FLOOR = 1_000  # a word on fewer records is cheap to search, however common
+# A filtered HNSW scan costs about this many times more per record it looks at than sorting a
+# match whole costs per record (measured at 100k records): past a page where the scan would look
+# at more than that, the exact order is cheaper.
+FILTERED_SCAN_COST_RATIO = 20
 # ef_search of the filtered scans: fixed, so that a longer fetch extends a shorter one.
 FILTERED_SCAN_EF_SEARCH = 100
 
@@ -89,6 +95,7 @@ class Lookups:
         self.plpy = state.plpy
         self.request = request
         self.reach = reach
+        self._record_count: float | None = None
 
     def run(self, name: str) -> Sequence[Candidate]:
         return getattr(self, name)()
@@ -197,8 +204,8 @@ class Lookups:
         if not self.request.degraded and queries:
             any_term = self.broad_term_query(queries)
             if any_term is not None:
-                return BroadFulltextList(self, any_term, lambda: self.fulltext_candidates(queries, order, False))
-        return self.fulltext_candidates(queries, order, weighted=False)
+                return BroadFulltextList(self, any_term, lambda: self.fulltext_candidates(queries, order))
+        return self.fulltext_candidates(queries, order)
 
     def broad_term_query(self, queries: list[str]) -> str | None:
         """The OR of the terms when they match more than EXACT_FULLTEXT_CANDIDATES records."""
@@ -214,21 +221,31 @@ class Lookups:
 
     def fulltext_by_rarity(self) -> list[Candidate]:
         """Opt-in: the same terms, by the rarity of those matched (summed IDF), then distance."""
-        terms = [[term] for term in self.request.analysis.unknown_terms]
-        return self.fulltext_candidates(self.term_queries(terms), "score desc, distance nulls last, record_id",
-                                        weighted=True)
+        queries = self.term_queries([[term] for term in self.request.analysis.unknown_terms])
+        records, frequencies = self.document_frequencies(queries)
+        return self.fulltext_candidates(queries, "score desc, distance nulls last, record_id",
+                                        [inverse_document_frequency(records, df) for df in frequencies])
 
     def fulltext_words(self) -> list[Candidate]:
-        """Opt-in: every content word too (as typed or as its lemma), by summed IDF, then distance."""
+        """Opt-in: every content word too (as typed or as its lemma), by summed IDF, then distance.
+        A word on more than COMMON_WORD_SHARE of the records (and COMMON_WORD_FLOOR of them, or on
+        DOCUMENT_FREQUENCY_CAP) says too little to bring candidates of its own and is left out,
+        as a stop word is."""
         terms = [list(dict.fromkeys((typed, term))) for typed, term in self.request.analysis.content_words]
-        return self.fulltext_candidates(self.term_queries(terms), "score desc, distance nulls last, record_id",
-                                        weighted=True)
+        queries = self.term_queries(terms)
+        records, frequencies = self.document_frequencies(queries)
+        common = min(DOCUMENT_FREQUENCY_CAP, max(COMMON_WORD_FLOOR, COMMON_WORD_SHARE * records))
+        telling = [(query, df) for query, df in zip(queries, frequencies, strict=True) if df < common]
+        return self.fulltext_candidates([query for query, _ in telling], "score desc, distance nulls last, record_id",
+                                        [inverse_document_frequency(records, df) for _, df in telling])
 
-    def fulltext_candidates(self, queries: list[str], order: str, weighted: bool) -> list[Candidate]:
-        """Records matching any of the terms' queries (see term_queries), in the given order."""
+    def fulltext_candidates(self, queries: list[str], order: str, weights: list[float] | None = None
+                            ) -> list[Candidate]:
+        """Records matching any of the terms' queries (see term_queries), in the given order;
+        `score` sums the weights of the terms a record matched."""
         if not queries:
             return []
-        weights = self.inverse_document_frequencies(queries) if weighted else [1.0] * len(queries)
+        weights = weights if weights is not None else [1.0] * len(queries)
         sql = f"""
             with question as (
                 select emem.tsquery_any(q) as any_term from pg_catalog.unnest($1::tsquery[]) as q
@@ -266,10 +283,12 @@ class Lookups:
                group by term order by term""", ["int[]", "text[]"], [numbers, texts])
         return [row["query"] for row in rows]
 
-    def inverse_document_frequencies(self, queries: list[str]) -> list[float]:
-        """BM25's IDF of each term, ln(1 + (N - df + 0.5) / (df + 0.5)). A lexeme common enough
-        to be in the column's statistics takes its frequency from them; any other term is
-        counted (it is rare, so that is cheap), up to DOCUMENT_FREQUENCY_CAP."""
+    def document_frequencies(self, queries: list[str]) -> tuple[float, list[float]]:
+        """The number of records and each term's document frequency. A lexeme common enough to
+        be in the column's statistics takes its frequency from them; any other term is counted
+        (it is rare, so that is cheap), up to DOCUMENT_FREQUENCY_CAP."""
+        if not queries:
+            return 0.0, []
         rows = self.execute(
             f"""with stats as (
                     select s.most_common_elems::text::text[] as lexemes, s.most_common_elem_freqs as freqs
@@ -291,7 +310,15 @@ class Lookups:
                                 limit {DOCUMENT_FREQUENCY_CAP:d}) as matching)) as df
                 from pg_catalog.unnest($1::text[]) with ordinality as q (query, n), size
                 order by q.n""", ["text[]"], [queries])
-        return [math.log(1 + (row["n"] - row["df"] + 0.5) / (row["df"] + 0.5)) for row in rows]
+        return rows[0]["n"], [float(row["df"]) for row in rows]
+
+    def record_count(self) -> float:
+        """The planner's estimate of the number of records (at least 1)."""
+        if self._record_count is None:
+            self._record_count = max(1.0, self.execute(
+                "select c.reltuples::float8 as n from pg_catalog.pg_class as c"
+                " where c.oid = 'emem.records'::pg_catalog.regclass", [], [])[0]["n"])
+        return self._record_count
 
     # ---- vectors ----------------------------------------------------------------------------
 
@@ -367,8 +394,15 @@ class BroadList:
             self.fetch(max(2 * len(self.loaded), index + 1, self.lookups.reach))
         return self.loaded[index]
 
+    def exact_is_cheaper(self, limit: int) -> bool:
+        """Whether sorting the whole match beats scanning for its first `limit` records."""
+        return False
+
     def fetch(self, limit: int) -> None:
-        rows = self.in_order_degraded(limit) if self.lookups.request.degraded else self.nearest_matching(limit)
+        if self.lookups.request.degraded:
+            rows = self.in_order_degraded(limit)
+        else:
+            rows = None if self.exact_is_cheaper(limit) else self.nearest_matching(limit)
         if rows is None or (not self.lookups.request.degraded and len(rows) < limit):
             self.loaded, self.complete = self.exact(), True
         else:
@@ -405,6 +439,11 @@ class BroadTagList(BroadList):
         # With several labels the order depends on the terms each record matched.
         if (lookups.request.degraded or by_terms) and (len(match.tags) > 1 or match.edge_endpoints):
             self.loaded, self.complete = self.exact(), True
+
+    def exact_is_cheaper(self, limit: int) -> bool:
+        """The scan looks at about limit / share records, where share = size / records."""
+        size = self.match.estimated_size
+        return limit * self.lookups.record_count() * FILTERED_SCAN_COST_RATIO > size * size
 
     def predicate(self, record_id: str) -> str:
         tags = quoted_array(self.lookups.plpy, self.match.tags, "text")
@@ -478,6 +517,11 @@ class BroadFulltextList(BroadList):
 def quoted_array(plpy: Any, values: list[str], element_type: str) -> str:
     """An array literal of quoted values, for SQL text that combines several matches."""
     return f"array[{', '.join(plpy.quote_literal(v) for v in values)}]::{element_type}[]"
+
+
+def inverse_document_frequency(records: float, df: float) -> float:
+    """BM25's IDF, ln(1 + (N - df + 0.5) / (df + 0.5))."""
+    return math.log(1 + (records - df + 0.5) / (df + 0.5))
 
 
 def finite_or_none(distance: float | None) -> float | None:
