@@ -27,10 +27,6 @@ EXACT_FULLTEXT_CANDIDATES = 2_000
 DOCUMENT_FREQUENCY_CAP = 20_000
 COMMON_WORD_SHARE = 0.05
 COMMON_WORD_FLOOR = 1_000  # a word on fewer records is cheap to search, however common
-# A filtered HNSW scan costs about this many times more per record it looks at than sorting a
-# match whole costs per record (measured at 100k records): past a page where the scan would look
-# at more than that, the exact order is cheaper.
-FILTERED_SCAN_COST_RATIO = 20
 # ef_search of the filtered scans: fixed, so that a longer fetch extends a shorter one.
 FILTERED_SCAN_EF_SEARCH = 100
 
@@ -95,7 +91,6 @@ class Lookups:
         self.plpy = state.plpy
         self.request = request
         self.reach = reach
-        self._record_count: float | None = None
 
     def run(self, name: str) -> Sequence[Candidate]:
         return getattr(self, name)()
@@ -170,8 +165,8 @@ class Lookups:
 
     def exact_tags(self, tags: list[str], terms: list[str], by_terms: bool) -> list[Candidate]:
         """Every tag and edge candidate, with its matched terms and distance, in the list's order."""
-        order = ("matched_terms desc, distance nulls last, record_id" if by_terms or self.request.degraded
-                 else "distance nulls last, record_id")
+        if not (by_terms or self.request.degraded):
+            return self.tags_by_distance(tags, terms)
         sql = f"""
             with matched (record_id, terms) as (
                 select rt.record_id, v.tag_terms
@@ -189,7 +184,26 @@ class Lookups:
                 group by m.record_id
             )
             select record_id, {self.distance_sql()} as distance, matched_terms
-            from found order by {order}"""
+            from found order by matched_terms desc, distance nulls last, record_id"""
+        return self.candidates(sql, ["text[]", "public.vector", "text[]"], [tags, self.request.vector, terms])
+
+    def tags_by_distance(self, tags: list[str], terms: list[str]) -> list[Candidate]:
+        """The seed's order with a vector needs no matched terms: one join, one sort."""
+        sql = f"""
+            with found (record_id) as (
+                select rt.record_id from emem.record_tags as rt where rt.tag operator(pg_catalog.=) any ($1)
+                union
+                select ends.endpoint
+                from emem.edge_labels as el
+                join emem.edges as e on e.edge_id = el.edge_id
+                cross join lateral (values (e.from_record_id), (e.to_record_id)) as ends (endpoint)
+                where el.label_terms operator(pg_catalog.&&) $3 and el.label_terms operator(pg_catalog.<@) $3
+            )
+            select found.record_id, rv.embedding operator(public.<=>) $2::public.vector as distance
+            from found
+            left join emem.record_vectors as rv
+                   on rv.space_id = {self.request.space.space_id:d} and rv.record_id = found.record_id
+            order by distance nulls last, found.record_id"""
         return self.candidates(sql, ["text[]", "public.vector", "text[]"], [tags, self.request.vector, terms])
 
     # ---- full text --------------------------------------------------------------------------
@@ -312,13 +326,6 @@ class Lookups:
                 order by q.n""", ["text[]"], [queries])
         return rows[0]["n"], [float(row["df"]) for row in rows]
 
-    def record_count(self) -> float:
-        """The planner's estimate of the number of records (at least 1)."""
-        if self._record_count is None:
-            self._record_count = max(1.0, self.execute(
-                "select c.reltuples::float8 as n from pg_catalog.pg_class as c"
-                " where c.oid = 'emem.records'::pg_catalog.regclass", [], [])[0]["n"])
-        return self._record_count
 
     # ---- vectors ----------------------------------------------------------------------------
 
@@ -394,15 +401,8 @@ class BroadList:
             self.fetch(max(2 * len(self.loaded), index + 1, self.lookups.reach))
         return self.loaded[index]
 
-    def exact_is_cheaper(self, limit: int) -> bool:
-        """Whether sorting the whole match beats scanning for its first `limit` records."""
-        return False
-
     def fetch(self, limit: int) -> None:
-        if self.lookups.request.degraded:
-            rows = self.in_order_degraded(limit)
-        else:
-            rows = None if self.exact_is_cheaper(limit) else self.nearest_matching(limit)
+        rows = self.in_order_degraded(limit) if self.lookups.request.degraded else self.nearest_matching(limit)
         if rows is None or (not self.lookups.request.degraded and len(rows) < limit):
             self.loaded, self.complete = self.exact(), True
         else:
@@ -439,11 +439,6 @@ class BroadTagList(BroadList):
         # With several labels the order depends on the terms each record matched.
         if (lookups.request.degraded or by_terms) and (len(match.tags) > 1 or match.edge_endpoints):
             self.loaded, self.complete = self.exact(), True
-
-    def exact_is_cheaper(self, limit: int) -> bool:
-        """The scan looks at about limit / share records, where share = size / records."""
-        size = self.match.estimated_size
-        return limit * self.lookups.record_count() * FILTERED_SCAN_COST_RATIO > size * size
 
     def predicate(self, record_id: str) -> str:
         tags = quoted_array(self.lookups.plpy, self.match.tags, "text")
