@@ -4,7 +4,9 @@ Orders (ties are always broken by record id, ascending):
 - with a question vector, every list by distance; a record without a vector in the active
   space counts as the worst distance, 2 (a placeholder);
 - degraded (no vector): tags and edges by the number of distinct question terms matched,
-  most first; full text by matched terms, most first, then ts_rank, highest first.
+  most first; full text by matched terms, most first, then ts_rank, highest first;
+- the opt-in components: tags_by_terms by matched terms, then distance; fulltext_by_rarity and
+  fulltext_words by the summed IDF of the terms matched, then distance.
 
 A tag match larger than EXACT_TAG_CANDIDATES (a broad tag), or with a vector a full-text match
 larger than EXACT_FULLTEXT_CANDIDATES, is not fetched whole: its list is read from the HNSW index,
