@@ -70,7 +70,7 @@ class Record:
         item: dict = {
             "kind": self.kind, "content": self.content, "lane": self.lane, "tags": self.tags,
             "occurred_at": self.occurred_at, "metadata": self.metadata,
-            "vector": [round(float(x), 6) for x in vector],
+            "vector": "[" + ",".join(f"{x:.6f}" for x in vector.tolist()) + "]",  # pgvector's text: the fast form
         }
         if self.thread_id is not None:
             item["thread_id"] = self.thread_id

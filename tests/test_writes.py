@@ -79,7 +79,9 @@ def test_put_record_returns_its_id_with_tags(db: psycopg.Connection, space: int)
     ({"tags": ["ok", " \t"]}, "tags must be an array of texts of 1 to 200 characters"),
     ({"authority": 2}, "authority must be a number from 0 to 1"),
     ({"metadata": [1]}, "metadata must be a JSON object"),
-    ({"vector": [1, 2]}, "vector must be an array of 3 numbers"),
+    ({"vector": [1, 2]}, "vector has 2 dimensions but embedding space"),
+    ({"vector": "[1,2,3,4]"}, "vector has 4 dimensions but embedding space"),
+    ({"vector": {"x": 1}}, "vector must be an array of 3 numbers, or pgvector.s text"),
     ({"vector": [0, 0, 0]}, "zero vector"),
     ({"colour": "red"}, "has an unknown key"),
 ])
@@ -223,3 +225,9 @@ def test_a_batch_may_not_repeat_a_source_key_within_a_lane(db: psycopg.Connectio
                    (json.dumps([item, {**item, "lane": "hr"}, item]),))
     rows = db.execute("select created from emem.put_records(%s)", (json.dumps([item, {**item, "lane": "hr"}]),))
     assert [r[0] for r in rows] == [True, True]
+
+
+def test_a_vector_may_come_as_pgvector_text(db: psycopg.Connection, space: int) -> None:
+    as_text, as_array = put(db, "text", vector="[3,4,0]"), put(db, "array", vector=[3, 4, 0])
+    stored = dict(db.execute("select record_id, embedding::text from emem.record_vectors").fetchall())
+    assert stored[as_text] == stored[as_array] == "[0.6,0.8,0]"
