@@ -72,9 +72,8 @@ class Target:
 
 # ---- the database ---------------------------------------------------------------------------
 
-def stored_corpus(target: Target, script_md5: str | None) -> dict | None:
-    """The load report of a complete corpus of the same size and seed in the database, built with
-    the extension script installed now, if any."""
+def stored_corpus(target: Target) -> dict | None:
+    """The load report of a complete corpus of the same size and seed in the database, if any."""
     with connection(target.server, "postgres") as admin:
         if not scalar(admin, "select true from pg_database where datname = %s", (target.dbname,)):
             return None
@@ -82,10 +81,24 @@ def stored_corpus(target: Target, script_md5: str | None) -> dict | None:
         if not scalar(conn, "select to_regclass('bench.corpus') is not null"):
             return None
         row = conn.execute(
-            """select load from bench.corpus where records = %s and seed = %s and completed_at is not null
-               and load->>'extension_script_md5' is not distinct from %s""",
-            (target.records, target.seed, script_md5)).fetchone()
+            "select load from bench.corpus where records = %s and seed = %s and completed_at is not null",
+            (target.records, target.seed)).fetchone()
         return row[0] if row else None
+
+
+def update_extension(target: Target, script_md5: str | None) -> str | None:
+    """Updates the corpus's emem to the installed release in place (the upgrade path users take);
+    the version it had, or None when it was at the installed release already."""
+    with connection(target.server, target.dbname) as conn:
+        installed, default = conn.execute(
+            "select installed_version, default_version from pg_available_extensions where name = 'emem'").fetchone()
+        if installed == default:
+            return None
+        conn.execute("alter extension emem update")
+        conn.execute(
+            """update bench.corpus set load = jsonb_set(load, '{extension_script_md5}', to_jsonb(%s::text))
+               where records = %s and seed = %s""", (script_md5, target.records, target.seed))
+        return str(installed)
 
 
 def create_database(target: Target) -> None:

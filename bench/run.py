@@ -25,7 +25,7 @@ import psycopg
 from corpus import DIMENSION, Corpus
 from db import Server, connection, install_script_md5, modules_md5, scalar
 from floor import ITERATIVE_SCAN, Floor, TagSchema, create_hybrids, hybrid_queries
-from load import Target, build, space_id, stored_corpus
+from load import Target, build, space_id, stored_corpus, update_extension
 from measure import Cell, backend_memory, fresh_connections, latency, percentiles, throughput
 from profiling import profile_question
 from questions import Question, build_questions
@@ -75,13 +75,18 @@ def say(message: str) -> None:
 
 def corpus_ready(target: Target, args: argparse.Namespace, script_md5: str | None) -> tuple[dict, bool]:
     """The load report: of the stored corpus when it matches (size, seed and the installed
-    extension script), else of a new load."""
-    stored = None if args.rebuild else stored_corpus(target, script_md5)
+    extension script, after updating an older release in place), else of a new load."""
+    stored = None if args.rebuild else stored_corpus(target)
     if stored is not None:
-        say(f"reusing {target.dbname}: {target.records} records, seed {target.seed} (--rebuild to load again)")
-        return stored, True
+        updated_from = update_extension(target, script_md5)
+        if updated_from is not None:
+            say(f"updated emem in {target.dbname} from {updated_from} by ALTER EXTENSION emem UPDATE")
+            stored = stored | {"extension_script_md5": script_md5}
+        if stored.get("extension_script_md5") == script_md5:
+            say(f"reusing {target.dbname}: {target.records} records, seed {target.seed} (--rebuild to load again)")
+            return stored, True
     say(f"building {target.dbname}: {target.records} records, seed {target.seed}"
-        " (none stored, or built with another emem install script)")
+        " (none stored, or built with another emem install script of the same release)")
     load = build(target, args.batch_size, args.load_with_indexes, args.maintenance_work_mem, script_md5)
     return load, False
 

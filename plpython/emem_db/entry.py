@@ -42,7 +42,8 @@ def backend(GD: dict, plpy: Any, sql_version: str) -> Backend:
         plpy.error(
             f"emem's SQL is version {sql_version} but this connection loaded its Python modules "
             f"at version {VERSION}",
-            hint="The extension was updated while this connection was open: reconnect.",
+            hint="If the extension was updated while this connection was open, reconnect; if the server has"
+                 f" the modules of a newer release, update the database: ALTER EXTENSION emem UPDATE TO '{VERSION}'.",
             sqlstate="55000",
         )
     state = GD.get(STATE_KEY)

@@ -11,11 +11,15 @@ Orders (ties are always broken by record id, ascending):
 A tag match larger than EXACT_TAG_CANDIDATES (a broad tag), or with a vector a full-text match
 larger than EXACT_FULLTEXT_CANDIDATES, is not fetched whole: its list is read from the HNSW index,
 filtered to the match, as far as the merge reaches (BroadList), and its size is counted (for
-tags, from the tag vocabulary's counts).
+tags, from the tag vocabulary's counts). A list ordered by a score first (matched terms, summed
+IDF) reads the records of its broad tags or terms the same way, one tier per combination of them
+(TieredList).
 """
 
+import heapq
+import itertools
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +35,8 @@ COMMON_WORD_SHARE = 0.05
 COMMON_WORD_FLOOR = 1_000  # a word on fewer records is cheap to search, however common
 # ef_search of the filtered scans: fixed, so that a longer fetch extends a shorter one.
 FILTERED_SCAN_EF_SEARCH = 100
+# A scored list with more broad tags or terms than this is read whole (2^n - 1 tiers otherwise).
+MAX_BROAD_PARTS = 3
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,25 @@ class TagMatch:
     @property
     def estimated_size(self) -> int:
         return sum(self.counts) + len(self.edge_endpoints)
+
+    @property
+    def broad_tags(self) -> list[str]:
+        return [tag for tag, count in zip(self.tags, self.counts, strict=True) if count > EXACT_TAG_CANDIDATES]
+
+    @property
+    def narrow_tags(self) -> list[str]:
+        return [tag for tag, count in zip(self.tags, self.counts, strict=True) if count <= EXACT_TAG_CANDIDATES]
+
+
+@dataclass(frozen=True)
+class Part:
+    """A broad tag or term of a scored list: which records hold it (a SQL predicate over a
+    record id, and a query of their ids), how many, and what it adds to a record's score."""
+
+    holds: Callable[[str], str]
+    ids_sql: str
+    size: int
+    score_key: Any
 
 
 @contextmanager
@@ -105,7 +130,8 @@ class Lookups:
 
     def candidates(self, sql: str, types: list[str], args: list[Any], cache: bool = True) -> list[Candidate]:
         return [
-            Candidate(row["record_id"], finite_or_none(row["distance"]), tuple(row.get("windows") or ()))
+            Candidate(row["record_id"], finite_or_none(row["distance"]), tuple(row.get("windows") or ()),
+                      row.get("score"))
             for row in self.execute(sql, types, args, cache)
         ]
 
@@ -140,9 +166,27 @@ class Lookups:
         if not terms:
             return []
         match = self.tag_match(terms)
-        if match.tags and match.estimated_size > EXACT_TAG_CANDIDATES:
-            return BroadTagList(self, match, by_terms)
-        return self.exact_tags(match.tags, terms, by_terms)
+        if not match.tags or match.estimated_size <= EXACT_TAG_CANDIDATES:
+            return self.exact_tags(match.tags, terms, by_terms)
+        whole = BroadTagList(self, match)
+        if not (self.request.degraded or by_terms) or (len(match.tags) == 1 and not match.edge_endpoints):
+            return whole  # by distance, or one tag that every candidate matched: nothing to score
+        broad = match.broad_tags
+        if not broad or len(broad) > MAX_BROAD_PARTS:
+            return self.exact_tags(match.tags, terms, by_terms)
+        return TieredList(whole, self.exact_tags(match.tags, terms, by_terms, within=match.narrow_tags),
+                          [self.tag_part(tag, count) for tag, count in zip(match.tags, match.counts, strict=True)
+                           if tag in broad],
+                          lambda parts: len(frozenset().union(*(part.score_key for part in parts))),
+                          whole.narrow_predicate)
+
+    def tag_part(self, tag: str, count: int) -> Part:
+        quoted = self.plpy.quote_literal(tag)
+        return Part(
+            lambda record_id: (f"exists (select from emem.record_tags as rt where rt.record_id = {record_id}"
+                               f" and rt.tag operator(pg_catalog.=) {quoted})"),
+            f"select rt.record_id from emem.record_tags as rt where rt.tag operator(pg_catalog.=) {quoted}",
+            count, frozenset(self.state.analyser.label_terms(tag)))
 
     def tag_match(self, terms: list[str]) -> TagMatch:
         row = self.execute(
@@ -165,29 +209,48 @@ class Lookups:
             """, ["text[]"], [terms])[0]
         return TagMatch(list(row["tags"]), list(row["counts"]), list(row["edge_endpoints"]))
 
-    def exact_tags(self, tags: list[str], terms: list[str], by_terms: bool) -> list[Candidate]:
-        """Every tag and edge candidate, with its matched terms and distance, in the list's order."""
+    def exact_tags(self, tags: list[str], terms: list[str], by_terms: bool, within: list[str] | None = None
+                   ) -> list[Candidate]:
+        """Every tag and edge candidate, with its matched terms and distance, in the list's order;
+        `within` keeps the records holding one of these tags or an edge (a tiered list's exact part)."""
         if not (by_terms or self.request.degraded):
             return self.tags_by_distance(tags, terms)
-        sql = f"""
-            with matched (record_id, terms) as (
+        held = "matched" if within is None else """(
                 select rt.record_id, v.tag_terms
-                from emem.tag_vocabulary as v join emem.record_tags as rt on rt.tag = v.tag
+                from edge_ends as n
+                join emem.record_tags as rt on rt.record_id = n.record_id
+                join emem.tag_vocabulary as v on v.tag = rt.tag
                 where v.tag operator(pg_catalog.=) any ($1)
                 union all
+                select n.record_id, v.tag_terms
+                from emem.record_tags as n
+                join emem.record_tags as rt on rt.record_id = n.record_id
+                join emem.tag_vocabulary as v on v.tag = rt.tag
+                where n.tag operator(pg_catalog.=) any ($4) and v.tag operator(pg_catalog.=) any ($1)
+                union all
+                select record_id, terms from edge_ends)"""
+        sql = f"""
+            with edge_ends (record_id, terms) as (
                 select ends.endpoint, el.label_terms
                 from emem.edge_labels as el
                 join emem.edges as e on e.edge_id = el.edge_id
                 cross join lateral (values (e.from_record_id), (e.to_record_id)) as ends (endpoint)
                 where el.label_terms operator(pg_catalog.&&) $3 and el.label_terms operator(pg_catalog.<@) $3
+            ), matched (record_id, terms) as (
+                select rt.record_id, v.tag_terms
+                from emem.tag_vocabulary as v join emem.record_tags as rt on rt.tag = v.tag
+                where v.tag operator(pg_catalog.=) any ($1)
+                union all
+                select record_id, terms from edge_ends
             ), found as (
                 select m.record_id, pg_catalog.count(distinct t) as matched_terms
-                from matched as m cross join lateral pg_catalog.unnest(m.terms) as t
+                from {held} as m (record_id, terms) cross join lateral pg_catalog.unnest(m.terms) as t
                 group by m.record_id
             )
-            select record_id, {self.distance_sql()} as distance, matched_terms
+            select record_id, {self.distance_sql()} as distance, matched_terms as score
             from found order by matched_terms desc, distance nulls last, record_id"""
-        return self.candidates(sql, ["text[]", "public.vector", "text[]"], [tags, self.request.vector, terms])
+        return self.candidates(sql, ["text[]", "public.vector", "text[]", "text[]"],
+                               [tags, self.request.vector, terms, within or []])
 
     def tags_by_distance(self, tags: list[str], terms: list[str]) -> list[Candidate]:
         """The seed's order with a vector needs no matched terms: one join, one sort."""
@@ -235,12 +298,11 @@ class Lookups:
             ["tsquery[]"], [queries])[0]
         return row["any_term"] if row["matching"] > EXACT_FULLTEXT_CANDIDATES else None
 
-    def fulltext_by_rarity(self) -> list[Candidate]:
+    def fulltext_by_rarity(self) -> Sequence[Candidate]:
         """Opt-in: the same terms, by the rarity of those matched (summed IDF), then distance."""
         queries = self.term_queries([[term] for term in self.request.analysis.unknown_terms])
         records, frequencies = self.document_frequencies(queries)
-        return self.fulltext_candidates(queries, "score desc, distance nulls last, record_id",
-                                        [inverse_document_frequency(records, df) for df in frequencies])
+        return self.fulltext_by_idf(queries, frequencies, records)
 
     def fulltext_words(self) -> list[Candidate]:
         """Opt-in: every content word too (as typed or as its lemma), by summed IDF, then distance.
@@ -252,19 +314,47 @@ class Lookups:
         records, frequencies = self.document_frequencies(queries)
         common = min(DOCUMENT_FREQUENCY_CAP, max(COMMON_WORD_FLOOR, COMMON_WORD_SHARE * records))
         telling = [(query, df) for query, df in zip(queries, frequencies, strict=True) if df < common]
-        return self.fulltext_candidates([query for query, _ in telling], "score desc, distance nulls last, record_id",
-                                        [inverse_document_frequency(records, df) for _, df in telling])
+        return self.fulltext_by_idf([query for query, _ in telling], [df for _, df in telling], records)
 
-    def fulltext_candidates(self, queries: list[str], order: str, weights: list[float] | None = None
-                            ) -> list[Candidate]:
+    def fulltext_by_idf(self, queries: list[str], frequencies: list[float], records: float) -> Sequence[Candidate]:
+        """Records matching any of the queries, by the summed IDF of those matched, then distance.
+        Terms on more than EXACT_FULLTEXT_CANDIDATES records are read in tiers (TieredList)."""
+        order = "score desc, distance nulls last, record_id"
+        weights = [inverse_document_frequency(records, df) for df in frequencies]
+        broad = [n for n, df in enumerate(frequencies) if df > EXACT_FULLTEXT_CANDIDATES]
+        if not broad or len(broad) > MAX_BROAD_PARTS:
+            return self.fulltext_candidates(queries, order, weights)
+        narrow = [query for n, query in enumerate(queries) if n not in broad]
+        any_narrow = self.plpy.quote_literal(" | ".join(f"({query})" for query in narrow)) + "::pg_catalog.tsquery"
+        whole = BroadFulltextList(self, " | ".join(f"({query})" for query in queries),
+                                  lambda: self.fulltext_candidates(queries, order, weights))
+        return TieredList(whole, self.fulltext_candidates(queries, order, weights, within=narrow),
+                          [self.term_part(queries[n], frequencies[n], weights[n]) for n in broad],
+                          lambda parts: sum(part.score_key for part in parts),
+                          lambda record_id: (f"exists (select from emem.records as r where r.record_id = {record_id}"
+                                             f" and r.content_search operator(pg_catalog.@@) {any_narrow})")
+                          if narrow else "false")
+
+    def term_part(self, query: str, frequency: float, weight: float) -> Part:
+        quoted = self.plpy.quote_literal(query) + "::pg_catalog.tsquery"
+        return Part(
+            lambda record_id: (f"exists (select from emem.records as r where r.record_id = {record_id}"
+                               f" and r.content_search operator(pg_catalog.@@) {quoted})"),
+            f"select r.record_id from emem.records as r where r.content_search operator(pg_catalog.@@) {quoted}",
+            int(frequency), weight)
+
+    def fulltext_candidates(self, queries: list[str], order: str, weights: list[float] | None = None,
+                            within: list[str] | None = None) -> list[Candidate]:
         """Records matching any of the terms' queries (see term_queries), in the given order;
-        `score` sums the weights of the terms a record matched."""
-        if not queries:
+        `score` sums the weights of the terms a record matched. `within` keeps the records that
+        match one of those queries (a tiered list's exact part)."""
+        within = queries if within is None else within
+        if not within:
             return []
         weights = weights if weights is not None else [1.0] * len(queries)
         sql = f"""
             with question as (
-                select emem.tsquery_any(q) as any_term from pg_catalog.unnest($1::tsquery[]) as q
+                select emem.tsquery_any(q) as any_term from pg_catalog.unnest($4::tsquery[]) as q
             ), found as (
                 select r.record_id,
                        (select pg_catalog.count(*) from pg_catalog.unnest($1::tsquery[]) as q
@@ -279,8 +369,8 @@ class Lookups:
             )
             select record_id, {self.distance_sql()} as distance, matched_terms, score, rank
             from found order by {order}"""
-        return self.candidates(sql, ["tsquery[]", "public.vector", "float8[]"],
-                               [queries, self.request.vector, weights])
+        return self.candidates(sql, ["tsquery[]", "public.vector", "float8[]", "tsquery[]"],
+                               [queries, self.request.vector, weights, within])
 
     def term_queries(self, terms: list[list[str]]) -> list[str]:
         """One tsquery per term: the OR of its variants (spellings), each a phrase of the text
@@ -311,8 +401,11 @@ class Lookups:
                     from pg_catalog.pg_stats as s
                     where s.schemaname = 'emem' and s.tablename = 'records' and s.attname = 'content_search'
                 ), size as (
-                    select greatest(c.reltuples, (select pg_catalog.count(*) from (
-                        select from emem.records limit {DOCUMENT_FREQUENCY_CAP:d}) as r))::float8 as n
+                    -- reltuples is an estimate (-1 before the first VACUUM or ANALYZE): a small table is counted
+                    select case when c.reltuples >= {DOCUMENT_FREQUENCY_CAP:d} then c.reltuples
+                                else greatest(c.reltuples, (select pg_catalog.count(*) from (
+                                    select from emem.records limit {DOCUMENT_FREQUENCY_CAP:d}) as r))
+                           end::float8 as n
                     from pg_catalog.pg_class as c where c.oid = 'emem.records'::pg_catalog.regclass
                 )
                 select size.n,
@@ -430,23 +523,28 @@ class BroadList:
 
 
 class BroadTagList(BroadList):
-    """A broad tag match. Degraded with one tag and no edges, every candidate matched the same
-    terms, so the list is the tag's records by id, read from its index."""
+    """A broad tag match, by distance. Degraded with one tag and no edges, every candidate matched
+    the same terms, so the list is the tag's records by id, read from its index."""
 
-    def __init__(self, lookups: Lookups, match: TagMatch, by_terms: bool) -> None:
+    def __init__(self, lookups: Lookups, match: TagMatch) -> None:
         super().__init__(lookups)
         self.match = match
-        self.by_terms = by_terms
         self.terms = list(lookups.request.analysis.terms)
-        # With several labels the order depends on the terms each record matched.
-        if (lookups.request.degraded or by_terms) and (len(match.tags) > 1 or match.edge_endpoints):
-            self.loaded, self.complete = self.exact(), True
 
     def predicate(self, record_id: str) -> str:
         tags = quoted_array(self.lookups.plpy, self.match.tags, "text")
         return (f"(exists (select from emem.record_tags as rt where rt.record_id = {record_id}"
                 f" and rt.tag operator(pg_catalog.=) any ({tags}))"
                 f" or {record_id} in ({self.edge_endpoints_sql()}))")
+
+    def narrow_predicate(self, record_id: str) -> str:
+        """Holds a tag that is not broad, or an edge: what a tiered list reads whole."""
+        narrow = self.match.narrow_tags
+        held = [f"{record_id} in ({self.edge_endpoints_sql()})"] if self.match.edge_endpoints else []
+        if narrow:
+            held.append(f"exists (select from emem.record_tags as rt where rt.record_id = {record_id}"
+                        f" and rt.tag operator(pg_catalog.=) any ({quoted_array(self.lookups.plpy, narrow, 'text')}))")
+        return " or ".join(held) or "false"
 
     def edge_endpoints_sql(self) -> str:
         terms = quoted_array(self.lookups.plpy, self.terms, "text")
@@ -475,7 +573,7 @@ class BroadTagList(BroadList):
         return self.match.counts[0] + row["added"]
 
     def exact(self) -> list[Candidate]:
-        return self.lookups.exact_tags(self.match.tags, self.terms, self.by_terms)
+        return self.lookups.exact_tags(self.match.tags, self.terms, by_terms=False)
 
     def in_order_degraded(self, limit: int) -> list[Candidate] | None:
         if len(self.match.tags) > 1 or self.match.edge_endpoints:
@@ -509,6 +607,102 @@ class BroadFulltextList(BroadList):
 
     def exact(self) -> list[Candidate]:
         return self._exact()
+
+
+class TieredList(BroadList):
+    """A list ordered by a score first (matched terms, summed IDF), then by distance (degraded: by
+    record id), whose broad tags or terms are not read whole.
+
+    The records holding a narrow tag or term (or an edge) come fetched with their scores. A record
+    holding only broad ones scores what its combination of them gives, so each combination is a
+    Tier, read like a broad list as far as the merge reaches. The list walks the scores from the
+    highest, merging the fetched records and the tiers of each score by distance. Its size, members
+    and totals are those of the whole match.
+    """
+
+    def __init__(self, whole: BroadList, scored: list[Candidate], broad: list[Part],
+                 score: Callable[[tuple[Part, ...]], float], narrow: Callable[[str], str]) -> None:
+        super().__init__(whole.lookups)
+        self.whole = whole
+        tiers = [(score_level(score(parts)), Tier(whole.lookups, parts, broad, narrow))
+                 for count in range(1, len(broad) + 1) for parts in itertools.combinations(broad, count)]
+        self.stream = self.in_order(scored, tiers)
+
+    @staticmethod
+    def in_order(scored: list[Candidate], tiers: list[tuple[float, "Tier"]]) -> Iterator[Candidate]:
+        levels = sorted({score_level(c.score) for c in scored} | {level for level, _ in tiers}, reverse=True)
+        for level in levels:
+            yield from heapq.merge([c for c in scored if score_level(c.score) == level],
+                                   *(walk(tier) for tier_level, tier in tiers if tier_level == level),
+                                   key=distance_order)
+
+    def __getitem__(self, index: int) -> Candidate:
+        while index >= len(self.loaded) and not self.complete:
+            candidate = next(self.stream, None)
+            if candidate is None:
+                self.complete = True
+            else:
+                self.loaded.append(candidate)
+        return self.loaded[index]
+
+    def predicate(self, record_id: str) -> str:
+        return self.whole.predicate(record_id)
+
+    def candidate_ids_sql(self) -> str:
+        return self.whole.candidate_ids_sql()
+
+    def size(self) -> int:
+        return self.whole.size()
+
+
+class Tier(BroadList):
+    """The records holding these broad parts, none of the other broad ones and nothing narrow."""
+
+    def __init__(self, lookups: Lookups, parts: tuple[Part, ...], broad: list[Part],
+                 narrow: Callable[[str], str]) -> None:
+        super().__init__(lookups)
+        self.parts = parts
+        self.others = [part for part in broad if part not in parts]
+        self.narrow = narrow
+        self.source = min(parts, key=lambda part: part.size)  # the records to walk when it is read whole
+
+    def predicate(self, record_id: str) -> str:
+        held = " and ".join(f"({part.holds(record_id)})" for part in self.parts)
+        not_held = "".join(f" and not ({part.holds(record_id)})" for part in self.others)
+        return f"({held}{not_held} and not ({self.narrow(record_id)}))"
+
+    def exact(self) -> list[Candidate]:
+        lookups = self.lookups
+        return lookups.candidates(
+            f"""select found.record_id, {lookups.distance_sql()} as distance
+                from ({self.source.ids_sql}) as found (record_id) where {self.predicate("found.record_id")}
+                order by distance nulls last, found.record_id""",
+            ["text", "public.vector"], [None, lookups.request.vector], cache=False)
+
+    def in_order_degraded(self, limit: int) -> list[Candidate]:
+        return self.lookups.candidates(
+            f"""select found.record_id, null::float8 as distance
+                from ({self.source.ids_sql}) as found (record_id) where {self.predicate("found.record_id")}
+                order by found.record_id limit {limit:d}""", [], [], cache=False)
+
+
+def walk(candidates: Sequence[Candidate]) -> Iterator[Candidate]:
+    """A list's candidates in order, read as far as they are asked for."""
+    for index in itertools.count():
+        try:
+            yield candidates[index]
+        except IndexError:
+            return
+
+
+def distance_order(candidate: Candidate) -> tuple:
+    """Nearest first, records without a distance last, ties by record id."""
+    return (candidate.distance is None, candidate.distance or 0.0, candidate.record_id)
+
+
+def score_level(score: float | None) -> float:
+    """Scores that differ only by rounding (sums in another order) are one level."""
+    return round(float(score or 0.0), 9)
 
 
 def quoted_array(plpy: Any, values: list[str], element_type: str) -> str:

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Candidate:
     record_id: int
-    distance: float
+    distance: float | None
     windows: tuple[int, ...] = ()
+    score: float | None = None  # what a list ordered by score first ranks by (matched terms, summed IDF)
 
 
 @dataclass(frozen=True)

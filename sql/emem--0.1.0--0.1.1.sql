@@ -1,0 +1,51 @@
+-- emem 0.1.0 -> 0.1.1 (ALTER EXTENSION emem UPDATE). The PL/Python functions name the release
+-- their modules must belong to; 0.1.1's modules read broad lists of the opt-in components lazily.
+
+\echo Use "ALTER EXTENSION emem UPDATE" to load this file. \quit
+
+set local search_path = pg_catalog, pg_temp;
+
+create or replace function emem.label_terms(label text) returns text[]
+language plpython3u immutable strict parallel safe
+set search_path = pg_catalog, pg_temp
+as $$
+from emem_db.entry import backend
+return backend(GD, plpy, "0.1.1").analyser.label_terms(label)
+$$;
+
+create or replace function emem.analyse_question(question text) returns jsonb
+language plpython3u immutable strict parallel safe
+set search_path = pg_catalog, pg_temp
+as $$
+import json
+from emem_db.entry import backend
+analysis = backend(GD, plpy, "0.1.1").analyser.analyse(question)
+return json.dumps({"terms": analysis.terms, "known_words": analysis.known_words,
+                   "unknown_terms": analysis.unknown_terms})
+$$;
+
+create or replace function emem.gather_for_role(
+    caller name, question text, question_vector public.vector, page integer, page_size integer
+) returns jsonb
+language plpython3u volatile
+security definer  -- reads every lane: the page is cut before the lane filter
+set search_path = pg_catalog, pg_temp
+as $$
+from emem_db.entry import backend
+from emem_db.gather import Gather, envelope_json
+state = backend(GD, plpy, "0.1.1")
+return envelope_json(Gather(state).find(caller, question, question_vector, page, page_size))
+$$;
+
+create or replace function emem.explain_for_role(
+    caller name, question text, question_vector public.vector, page integer, page_size integer
+) returns jsonb
+language plpython3u volatile
+security definer  -- reads every lane, as e_gather_find does; rows keep to the caller's lanes
+set search_path = pg_catalog, pg_temp
+as $$
+from emem_db.entry import backend
+from emem_db.gather import Gather, envelope_json
+state = backend(GD, plpy, "0.1.1")
+return envelope_json(Gather(state).explain(caller, question, question_vector, page, page_size))
+$$;

@@ -1,0 +1,118 @@
+"""Lists ordered by a score first (tags_by_terms, fulltext_by_rarity, and every tag list when
+degraded) read their broad tags and terms in tiers, one per combination of them, as far as the
+merge reaches. A tiered reading gives exactly the list, the totals and the explain ranks of a
+whole reading (the same backend with tiering switched off)."""
+
+import json
+import math
+import random
+
+import psycopg
+import pytest
+
+from emem_db.lookups import EXACT_FULLTEXT_CANDIDATES, EXACT_TAG_CANDIDATES
+
+RECORDS = 3300
+VECTOR = "[1,0,0,0]"
+MIXED = "did Kowalski pay INV-7 for the project apollo meeting in Q3?"
+
+
+def unit(values: list[float]) -> list[float]:
+    norm = math.sqrt(sum(v * v for v in values))
+    return [v / norm for v in values]
+
+
+def tags_of(i: int) -> list[str]:
+    return ([t for t, on in (("project", i % 5), ("meeting", i % 4)) if on]
+            + (["project apollo"] if i % 97 == 0 else []) + (["apollo"] if i % 131 == 0 else []))
+
+
+@pytest.fixture
+def tiers(db: psycopg.Connection) -> psycopg.Connection:
+    """Two broad tags and a broad term over near-duplicates, narrow tags and terms, edges, and
+    records without a vector (which go last in their tier)."""
+    rng = random.Random(11)
+    db.execute("select emem.create_lane('l')")
+    db.execute("select emem.create_embedding_space('m', 4, null, true)")
+    items = [{"kind": "note", "lane": "l", "tags": tags_of(i),
+              "content": " ".join(["note", str(i)] + (["Q3"] if i % 3 else []) + (["Kowalski"] if i % 50 == 0 else [])
+                                  + (["INV-7"] if i % 333 == 0 else [])),
+              **({"vector": unit([rng.uniform(-1, 1) for _ in range(4)])} if i % 10 != 3 else {})}
+             for i in range(RECORDS)]
+    ids = []
+    for start in range(0, len(items), 1000):
+        ids += [r[0] for r in db.execute("select record_id from emem.put_records(%s)",
+                                         (json.dumps(items[start:start + 1000]),))]
+    for n in range(0, 40, 4):
+        db.execute("select emem.link_records(%s, %s, 'paid', '{\"for\": \"project apollo meeting\"}')",
+                   (ids[n * 7 + 1], ids[n * 11 + 2]))
+    return db
+
+
+def whole_reading(db: psycopg.Connection) -> None:
+    """This backend reads every scored list whole from now on."""
+    db.execute("do $$ import emem_db.lookups as lookups; lookups.MAX_BROAD_PARTS = 0 $$ language plpython3u")
+
+
+def answers(db: psycopg.Connection, profile: str, question: str, vector: str | None) -> dict:
+    db.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
+    pages = [db.execute("select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)",
+                        (question, vector, page, size)).fetchone()[0] for page, size in ((1, 30), (2, 30), (1, 1000))]
+    if pages[2]["total_pages"] > 1:
+        pages += [db.execute("select emem.e_gather_find_envelope(%s, %s::vector, %s, 1000)",
+                             (question, vector, page)).fetchone()[0] for page in range(2, pages[2]["total_pages"] + 1)]
+    explained = db.execute("select emem.e_gather_explain(%s, %s::vector, 1, 30)", (question, vector)).fetchone()[0]
+    return {
+        "pages": [[(r["record_id"], r["placed_by"], r["found_by"]) for r in p["rows"]] for p in pages],
+        "totals": [(p["total_candidates"], p["total_pages"]) for p in pages],
+        "list_ranks": [r["list_ranks"] for r in explained["rows"]],
+    }
+
+
+CASES = [
+    ("tags_by_terms", MIXED),
+    ("tags_by_terms", "project meeting"),
+    ("tags_by_terms:30, fulltext_by_rarity:30, record_vectors:30, window_vectors:10", MIXED),
+    ("fulltext_by_rarity", MIXED),
+    ("fulltext_by_rarity", "Q3 Kowalski"),
+    ("record_vectors, tags, window_vectors, fulltext", MIXED),
+]
+
+
+@pytest.mark.parametrize("vector", [VECTOR, None], ids=["vector", "degraded"])
+@pytest.mark.parametrize(("profile", "question"), CASES, ids=[f"{p.split(',')[0]}-{q[:12]}" for p, q in CASES])
+def test_tiered_reading_gives_the_whole_reading(tiers: psycopg.Connection, profile: str, question: str,
+                                                vector: str | None) -> None:
+    tiered = answers(tiers, profile, question, vector)
+    whole_reading(tiers)
+    whole = answers(tiers, profile, question, vector)
+    assert tiered["pages"] == whole["pages"] and tiered["totals"] == whole["totals"]
+    assert tiered["pages"][2], "the question finds nothing: the case tests nothing"
+    # explain's rank in a list read lazily is null beyond what was read, else the whole list's rank
+    for lazy, read in zip(tiered["list_ranks"], whole["list_ranks"], strict=True):
+        assert all(rank is None or rank == read[name] for name, rank in lazy.items())
+
+
+def test_the_corpus_has_broad_and_narrow_parts(tiers: psycopg.Connection) -> None:
+    counts = dict(tiers.execute("select tag, record_count from emem.tag_vocabulary").fetchall())
+    assert counts["project"] > EXACT_TAG_CANDIDATES and counts["meeting"] > EXACT_TAG_CANDIDATES
+    assert counts["project apollo"] <= EXACT_TAG_CANDIDATES and counts["apollo"] <= EXACT_TAG_CANDIDATES
+    q3 = tiers.execute("select count(*) from emem.records"
+                       " where content_search @@ phraseto_tsquery('emem.exact', 'Q3')").fetchone()[0]
+    assert q3 > EXACT_FULLTEXT_CANDIDATES
+
+
+def test_tags_by_terms_puts_the_record_matching_most_terms_first(tiers: psycopg.Connection) -> None:
+    tiers.execute("set emem.pipeline_profile = 'tags_by_terms'")
+    rows = tiers.execute("select emem.e_gather_find_envelope('project apollo meeting', %s::vector, 1, 200)",
+                         (VECTOR,)).fetchone()[0]["rows"]
+    linked = {r[0] for r in tiers.execute("select from_record_id from emem.edges union select to_record_id"
+                                          " from emem.edges")}  # the edges' property names all three words
+    covered = [3 if row["record_id"] in linked else
+               len({word for tag in row["tags"] if tag in ("project", "meeting", "project apollo", "apollo")
+                    for word in tag.split()}) for row in rows]
+    assert covered == sorted(covered, reverse=True) and covered[0] == 3 and covered[-1] >= 1
+    both_broad = [row for row, n in zip(rows, covered, strict=True)
+                  if n == 2 and {"project", "meeting"} <= set(row["tags"]) and "apollo" not in row["tags"]]
+    distances = [row["distance"] for row in both_broad]
+    assert both_broad and distances == sorted(distances)
