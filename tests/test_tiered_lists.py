@@ -116,3 +116,12 @@ def test_tags_by_terms_puts_the_record_matching_most_terms_first(tiers: psycopg.
                   if n == 2 and {"project", "meeting"} <= set(row["tags"]) and "apollo" not in row["tags"]]
     distances = [row["distance"] for row in both_broad]
     assert both_broad and distances == sorted(distances)
+
+
+def test_degraded_full_text_is_by_terms_matched_then_record_id(tiers: psycopg.Connection) -> None:
+    tiers.execute("set emem.pipeline_profile = 'fulltext'")
+    rows = [row for page in (1, 2, 3) for row in tiers.execute(
+        "select emem.e_gather_find_envelope('Kowalski INV-7 Q3', null, %s, 1000)", (page,)).fetchone()[0]["rows"]]
+    keys = [(-sum(term in row["content"].split() for term in ("Kowalski", "INV-7", "Q3")), row["record_id"])
+            for row in rows]
+    assert keys == sorted(keys) and keys[0][0] == -2 and len(rows) > EXACT_FULLTEXT_CANDIDATES

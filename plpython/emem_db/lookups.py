@@ -4,7 +4,7 @@ Orders (ties are always broken by record id, ascending):
 - with a question vector, every list by distance; a record without a vector in the active
   space counts as the worst distance, 2 (a placeholder);
 - degraded (no vector): tags and edges by the number of distinct question terms matched,
-  most first; full text by matched terms, most first, then ts_rank, highest first;
+  most first; full text by the number of terms matched, most first;
 - the opt-in components: tags_by_terms by matched terms, then distance; fulltext_by_rarity and
   fulltext_words by the summed IDF of the terms matched, then distance.
 
@@ -274,16 +274,16 @@ class Lookups:
     # ---- full text --------------------------------------------------------------------------
 
     def fulltext(self) -> Sequence[Candidate]:
-        """Seed: the terms WordNet does not know, by distance (degraded: matched terms, ts_rank).
-        A match of more than EXACT_FULLTEXT_CANDIDATES records, with a vector, is read lazily."""
-        terms = [[term] for term in self.request.analysis.unknown_terms]
-        order = ("matched_terms desc, rank desc, record_id" if self.request.degraded
-                 else "distance nulls last, record_id")
-        queries = self.term_queries(terms)
-        if not self.request.degraded and queries:
-            any_term = self.broad_term_query(queries)
-            if any_term is not None:
-                return BroadFulltextList(self, any_term, lambda: self.fulltext_candidates(queries, order))
+        """Seed: the terms WordNet does not know, by distance (degraded: by terms matched, then
+        record id). A match of more than EXACT_FULLTEXT_CANDIDATES records is read lazily."""
+        queries = self.term_queries([[term] for term in self.request.analysis.unknown_terms])
+        if self.request.degraded:
+            _, frequencies = self.document_frequencies(queries)
+            return self.scored_fulltext(queries, frequencies, [1.0] * len(queries))
+        order = "distance nulls last, record_id"
+        any_term = self.broad_term_query(queries) if queries else None
+        if any_term is not None:
+            return BroadFulltextList(self, any_term, lambda: self.fulltext_candidates(queries, order))
         return self.fulltext_candidates(queries, order)
 
     def broad_term_query(self, queries: list[str]) -> str | None:
@@ -317,10 +317,15 @@ class Lookups:
         return self.fulltext_by_idf([query for query, _ in telling], [df for _, df in telling], records)
 
     def fulltext_by_idf(self, queries: list[str], frequencies: list[float], records: float) -> Sequence[Candidate]:
-        """Records matching any of the queries, by the summed IDF of those matched, then distance.
-        Terms on more than EXACT_FULLTEXT_CANDIDATES records are read in tiers (TieredList)."""
+        """Records matching any of the queries, by the summed IDF of those matched, then distance."""
+        return self.scored_fulltext(queries, frequencies,
+                                    [inverse_document_frequency(records, df) for df in frequencies])
+
+    def scored_fulltext(self, queries: list[str], frequencies: list[float], weights: list[float]
+                        ) -> Sequence[Candidate]:
+        """Records matching any of the queries, by the summed weights of those matched, then
+        distance. Terms on more than EXACT_FULLTEXT_CANDIDATES records are read in tiers."""
         order = "score desc, distance nulls last, record_id"
-        weights = [inverse_document_frequency(records, df) for df in frequencies]
         broad = [n for n, df in enumerate(frequencies) if df > EXACT_FULLTEXT_CANDIDATES]
         if not broad or len(broad) > MAX_BROAD_PARTS:
             return self.fulltext_candidates(queries, order, weights)
@@ -353,21 +358,17 @@ class Lookups:
             return []
         weights = weights if weights is not None else [1.0] * len(queries)
         sql = f"""
-            with question as (
-                select emem.tsquery_any(q) as any_term from pg_catalog.unnest($4::tsquery[]) as q
-            ), found as (
+            with found as (
                 select r.record_id,
-                       (select pg_catalog.count(*) from pg_catalog.unnest($1::tsquery[]) as q
-                        where r.content_search operator(pg_catalog.@@) q) as matched_terms,
                        (select coalesce(pg_catalog.sum(t.weight), 0)
                         from rows from (pg_catalog.unnest($1::tsquery[]), pg_catalog.unnest($3::float8[]))
                              as t (q, weight)
-                        where r.content_search operator(pg_catalog.@@) t.q) as score,
-                       pg_catalog.ts_rank(r.content_search, question.any_term) as rank
-                from emem.records as r, question
-                where r.content_search operator(pg_catalog.@@) (select any_term from question)
+                        where r.content_search operator(pg_catalog.@@) t.q) as score
+                from emem.records as r
+                where r.content_search operator(pg_catalog.@@)
+                      (select emem.tsquery_any(q) from pg_catalog.unnest($4::tsquery[]) as q)
             )
-            select record_id, {self.distance_sql()} as distance, matched_terms, score, rank
+            select record_id, {self.distance_sql()} as distance, score
             from found order by {order}"""
         return self.candidates(sql, ["tsquery[]", "public.vector", "float8[]", "tsquery[]"],
                                [queries, self.request.vector, weights, within])
