@@ -8,10 +8,10 @@ import random
 import psycopg
 import pytest
 
-from emem_db.lookups import EXACT_FULLTEXT_CANDIDATES, EXACT_TAG_CANDIDATES
+from emem_db.lookups import EXACT_CANDIDATES
 
 QUESTION_VECTOR = [1.0, 0.0, 0.0, 0.0]
-BROAD = max(EXACT_TAG_CANDIDATES, EXACT_FULLTEXT_CANDIDATES) + 400
+BROAD = EXACT_CANDIDATES + 400
 
 
 def unit(values: list[float]) -> list[float]:
@@ -107,7 +107,7 @@ def exact_term_order(db: psycopg.Connection) -> list[int]:
 def test_broad_term_list_is_in_distance_order_then_records_without_vector(broad: psycopg.Connection) -> None:
     broad.execute("set emem.pipeline_profile = 'fulltext'")
     expected = exact_term_order(broad)
-    assert len(expected) > EXACT_FULLTEXT_CANDIDATES
+    assert len(expected) > EXACT_CANDIDATES
     first = envelope(broad, "Q3", QUESTION_VECTOR, 1, 50)
     assert first["total_candidates"] == len(expected)
     assert [r["record_id"] for r in first["rows"]] == expected[:50]

@@ -10,7 +10,7 @@ import random
 import psycopg
 import pytest
 
-from emem_db.lookups import EXACT_FULLTEXT_CANDIDATES, EXACT_TAG_CANDIDATES
+from emem_db.lookups import EXACT_CANDIDATES
 
 RECORDS = 3300
 VECTOR = "[1,0,0,0]"
@@ -95,11 +95,11 @@ def test_tiered_reading_gives_the_whole_reading(tiers: psycopg.Connection, profi
 
 def test_the_corpus_has_broad_and_narrow_parts(tiers: psycopg.Connection) -> None:
     counts = dict(tiers.execute("select tag, record_count from emem.tag_vocabulary").fetchall())
-    assert counts["project"] > EXACT_TAG_CANDIDATES and counts["meeting"] > EXACT_TAG_CANDIDATES
-    assert counts["project apollo"] <= EXACT_TAG_CANDIDATES and counts["apollo"] <= EXACT_TAG_CANDIDATES
+    assert counts["project"] > EXACT_CANDIDATES and counts["meeting"] > EXACT_CANDIDATES
+    assert counts["project apollo"] <= EXACT_CANDIDATES and counts["apollo"] <= EXACT_CANDIDATES
     q3 = tiers.execute("select count(*) from emem.records"
                        " where content_search @@ phraseto_tsquery('emem.exact', 'Q3')").fetchone()[0]
-    assert q3 > EXACT_FULLTEXT_CANDIDATES
+    assert q3 > EXACT_CANDIDATES
 
 
 def test_tags_by_terms_puts_the_record_matching_most_terms_first(tiers: psycopg.Connection) -> None:
@@ -124,4 +124,4 @@ def test_degraded_full_text_is_by_terms_matched_then_record_id(tiers: psycopg.Co
         "select emem.e_gather_find_envelope('Kowalski INV-7 Q3', null, %s, 1000)", (page,)).fetchone()[0]["rows"]]
     keys = [(-sum(term in row["content"].split() for term in ("Kowalski", "INV-7", "Q3")), row["record_id"])
             for row in rows]
-    assert keys == sorted(keys) and keys[0][0] == -2 and len(rows) > EXACT_FULLTEXT_CANDIDATES
+    assert keys == sorted(keys) and keys[0][0] == -2 and len(rows) > EXACT_CANDIDATES

@@ -8,14 +8,14 @@ Orders (ties are always broken by record id, ascending):
 - the opt-in components: tags_by_terms by matched terms, then distance; fulltext_by_rarity and
   fulltext_words by the summed IDF of the terms matched, then distance.
 
-A tag match larger than EXACT_TAG_CANDIDATES (a broad tag), or with a vector a full-text match
-larger than EXACT_FULLTEXT_CANDIDATES, is not fetched whole: its list is read from the HNSW index,
-filtered to the match, as far as the merge reaches (BroadList), and its size is counted (for
-tags, from the tag vocabulary's counts). A list ordered by a score first (matched terms, summed
-IDF) reads the records of its broad tags or terms the same way, one tier per combination of them
-(TieredList).
+A tag or full-text match larger than Lookups.exact_limit (a broad tag or term) is not fetched
+whole: its list is read from the HNSW index, filtered to the match, as far as the merge reaches
+(BroadList), and its size is counted (for tags, from the tag vocabulary's counts). A list
+ordered by a score first (matched terms, summed IDF) reads the records of its broad tags or terms
+the same way, one tier per combination of them (TieredList).
 """
 
+import functools
 import heapq
 import itertools
 import math
@@ -28,8 +28,12 @@ from emem_db.analysis import QuestionAnalysis
 from emem_db.entry import Backend
 from emem_db.merge import Candidate
 
-EXACT_TAG_CANDIDATES = 2_000
-EXACT_FULLTEXT_CANDIDATES = 2_000
+# A match of up to this many records is always fetched whole. With a vector the limit grows with
+# the space: a filtered HNSW scan visits about reach * records / size vectors to find `reach`
+# matches, an exact read touches each of the `size` matches at a similar cost per row, so the two
+# meet near size = sqrt(reach * records) (measured at 1M records: a 3,000-record tag costs 16-23 ms
+# read whole, 32-55 ms by the filtered scan; a 120,000-record tag 10-35 ms by the scan).
+EXACT_CANDIDATES = 2_000
 DOCUMENT_FREQUENCY_CAP = 20_000
 COMMON_WORD_SHARE = 0.05
 COMMON_WORD_FLOOR = 1_000  # a word on fewer records is cheap to search, however common
@@ -72,13 +76,11 @@ class TagMatch:
     def estimated_size(self) -> int:
         return sum(self.counts) + len(self.edge_endpoints)
 
-    @property
-    def broad_tags(self) -> list[str]:
-        return [tag for tag, count in zip(self.tags, self.counts, strict=True) if count > EXACT_TAG_CANDIDATES]
+    def broad_tags(self, exact_limit: int) -> list[str]:
+        return [tag for tag, count in zip(self.tags, self.counts, strict=True) if count > exact_limit]
 
-    @property
-    def narrow_tags(self) -> list[str]:
-        return [tag for tag, count in zip(self.tags, self.counts, strict=True) if count <= EXACT_TAG_CANDIDATES]
+    def narrow_tags(self, exact_limit: int) -> list[str]:
+        return [tag for tag, count in zip(self.tags, self.counts, strict=True) if count <= exact_limit]
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,15 @@ class Lookups:
 
     def run(self, name: str) -> Sequence[Candidate]:
         return getattr(self, name)()
+
+    @functools.cached_property
+    def exact_limit(self) -> int:
+        """How many records a match may hold and still be fetched whole (see EXACT_CANDIDATES)."""
+        if self.request.degraded:
+            return EXACT_CANDIDATES  # degraded broad lists are read in record-id order: cheap at any size
+        records = self.execute("select greatest(c.reltuples, 0) as n from pg_catalog.pg_class as c"
+                               " where c.oid = 'emem.records'::pg_catalog.regclass", [], [])[0]["n"]
+        return max(EXACT_CANDIDATES, int(math.sqrt(self.reach * records)))
 
     def execute(self, sql: str, types: list[str], args: list[Any], cache: bool = True) -> list[dict]:
         """Run a statement; its plan is kept for the backend unless the text holds values
@@ -166,15 +177,16 @@ class Lookups:
         if not terms:
             return []
         match = self.tag_match(terms)
-        if not match.tags or match.estimated_size <= EXACT_TAG_CANDIDATES:
+        if not match.tags or match.estimated_size <= self.exact_limit:
             return self.exact_tags(match.tags, terms, by_terms)
         whole = BroadTagList(self, match)
         if not (self.request.degraded or by_terms) or (len(match.tags) == 1 and not match.edge_endpoints):
             return whole  # by distance, or one tag that every candidate matched: nothing to score
-        broad = match.broad_tags
+        broad = match.broad_tags(self.exact_limit)
         if not broad or len(broad) > MAX_BROAD_PARTS:
             return self.exact_tags(match.tags, terms, by_terms)
-        return TieredList(whole, self.exact_tags(match.tags, terms, by_terms, within=match.narrow_tags),
+        scored = self.exact_tags(match.tags, terms, by_terms, within=match.narrow_tags(self.exact_limit))
+        return TieredList(whole, scored,
                           [self.tag_part(tag, count) for tag, count in zip(match.tags, match.counts, strict=True)
                            if tag in broad],
                           lambda parts: len(frozenset().union(*(part.score_key for part in parts))),
@@ -275,7 +287,7 @@ class Lookups:
 
     def fulltext(self) -> Sequence[Candidate]:
         """Seed: the terms WordNet does not know, by distance (degraded: by terms matched, then
-        record id). A match of more than EXACT_FULLTEXT_CANDIDATES records is read lazily."""
+        record id). A match of more than exact_limit records is read lazily."""
         queries = self.term_queries([[term] for term in self.request.analysis.unknown_terms])
         if self.request.degraded:
             _, frequencies = self.document_frequencies(queries)
@@ -287,16 +299,16 @@ class Lookups:
         return self.fulltext_candidates(queries, order)
 
     def broad_term_query(self, queries: list[str]) -> str | None:
-        """The OR of the terms when they match more than EXACT_FULLTEXT_CANDIDATES records."""
+        """The OR of the terms when they match more than exact_limit records."""
         row = self.execute(
             f"""with question as (select emem.tsquery_any(q) as any_term from pg_catalog.unnest($1::tsquery[]) as q)
                 select (select any_term from question)::text as any_term,
                        (select pg_catalog.count(*) from (
                             select from emem.records as r
                             where r.content_search operator(pg_catalog.@@) (select any_term from question)
-                            limit {EXACT_FULLTEXT_CANDIDATES + 1:d}) as matching) as matching""",
+                            limit {self.exact_limit + 1:d}) as matching) as matching""",
             ["tsquery[]"], [queries])[0]
-        return row["any_term"] if row["matching"] > EXACT_FULLTEXT_CANDIDATES else None
+        return row["any_term"] if row["matching"] > self.exact_limit else None
 
     def fulltext_by_rarity(self) -> Sequence[Candidate]:
         """Opt-in: the same terms, by the rarity of those matched (summed IDF), then distance."""
@@ -324,9 +336,9 @@ class Lookups:
     def scored_fulltext(self, queries: list[str], frequencies: list[float], weights: list[float]
                         ) -> Sequence[Candidate]:
         """Records matching any of the queries, by the summed weights of those matched, then
-        distance. Terms on more than EXACT_FULLTEXT_CANDIDATES records are read in tiers."""
+        distance. Terms on more than exact_limit records are read in tiers."""
         order = "score desc, distance nulls last, record_id"
-        broad = [n for n, df in enumerate(frequencies) if df > EXACT_FULLTEXT_CANDIDATES]
+        broad = [n for n, df in enumerate(frequencies) if df > self.exact_limit]
         if not broad or len(broad) > MAX_BROAD_PARTS:
             return self.fulltext_candidates(queries, order, weights)
         narrow = [query for n, query in enumerate(queries) if n not in broad]
@@ -540,7 +552,7 @@ class BroadTagList(BroadList):
 
     def narrow_predicate(self, record_id: str) -> str:
         """Holds a tag that is not broad, or an edge: what a tiered list reads whole."""
-        narrow = self.match.narrow_tags
+        narrow = self.match.narrow_tags(self.lookups.exact_limit)
         held = [f"{record_id} in ({self.edge_endpoints_sql()})"] if self.match.edge_endpoints else []
         if narrow:
             held.append(f"exists (select from emem.record_tags as rt where rt.record_id = {record_id}"
