@@ -30,10 +30,12 @@ from emem_db.merge import Candidate
 
 # A match of up to this many records is always fetched whole. With a vector the limit grows with
 # the space: a filtered HNSW scan visits about reach * records / size vectors to find `reach`
-# matches, an exact read touches each of the `size` matches at a similar cost per row, so the two
-# meet near size = sqrt(reach * records) (measured at 1M records: a 3,000-record tag costs 16-23 ms
-# read whole, 32-55 ms by the filtered scan; a 120,000-record tag 10-35 ms by the scan).
+# matches, each visit costing some ten times what an exact read pays per match, so the two meet
+# near size = sqrt(FILTERED_SCAN_COST_RATIO * reach * records). Measured at 1M records, page 1:
+# a 3,000-record tag costs 16-23 ms read whole and 32-55 ms by the filtered scan, a term on 17,700
+# records 100-145 ms and 45-300 ms, a tag on 120,000 records about 720 ms and 10-35 ms.
 EXACT_CANDIDATES = 2_000
+FILTERED_SCAN_COST_RATIO = 10
 DOCUMENT_FREQUENCY_CAP = 20_000
 COMMON_WORD_SHARE = 0.05
 COMMON_WORD_FLOOR = 1_000  # a word on fewer records is cheap to search, however common
@@ -131,7 +133,7 @@ class Lookups:
             return EXACT_CANDIDATES  # degraded broad lists are read in record-id order: cheap at any size
         records = self.execute("select greatest(c.reltuples, 0) as n from pg_catalog.pg_class as c"
                                " where c.oid = 'emem.records'::pg_catalog.regclass", [], [])[0]["n"]
-        return max(EXACT_CANDIDATES, int(math.sqrt(self.reach * records)))
+        return max(EXACT_CANDIDATES, int(math.sqrt(FILTERED_SCAN_COST_RATIO * self.reach * records)))
 
     def execute(self, sql: str, types: list[str], args: list[Any], cache: bool = True) -> list[dict]:
         """Run a statement; its plan is kept for the backend unless the text holds values
@@ -545,19 +547,31 @@ class BroadTagList(BroadList):
         self.terms = list(lookups.request.analysis.terms)
 
     def predicate(self, record_id: str) -> str:
-        tags = quoted_array(self.lookups.plpy, self.match.tags, "text")
-        return (f"(exists (select from emem.record_tags as rt where rt.record_id = {record_id}"
-                f" and rt.tag operator(pg_catalog.=) any ({tags}))"
-                f" or {record_id} in ({self.edge_endpoints_sql()}))")
+        return f"({self.holds_tag(record_id, self.match.tags)} or {self.ends_edge(record_id)})"
 
     def narrow_predicate(self, record_id: str) -> str:
-        """Holds a tag that is not broad, or an edge: what a tiered list reads whole."""
+        """Holds a tag that is not broad, or ends an edge: what a tiered list reads whole."""
         narrow = self.match.narrow_tags(self.lookups.exact_limit)
-        held = [f"{record_id} in ({self.edge_endpoints_sql()})"] if self.match.edge_endpoints else []
-        if narrow:
-            held.append(f"exists (select from emem.record_tags as rt where rt.record_id = {record_id}"
-                        f" and rt.tag operator(pg_catalog.=) any ({quoted_array(self.lookups.plpy, narrow, 'text')}))")
-        return " or ".join(held) or "false"
+        return (f"({self.holds_tag(record_id, narrow)} or {self.ends_edge(record_id)})" if narrow
+                else self.ends_edge(record_id))
+
+    def holds_tag(self, record_id: str, tags: list[str]) -> str:
+        return (f"exists (select from emem.record_tags as rt where rt.record_id = {record_id}"
+                f" and rt.tag operator(pg_catalog.=) any ({quoted_array(self.lookups.plpy, tags, 'text')}))")
+
+    def ends_edge(self, record_id: str) -> str:
+        """An edge the question's terms name ends at the record. Predicates test a few records (a page,
+        what a filtered scan visits): many matched edges are probed through the edges' indexes rather
+        than gathered whole for each statement."""
+        if not self.match.edge_endpoints:
+            return "false"
+        if len(self.match.edge_endpoints) <= EXACT_CANDIDATES:
+            return f"{record_id} in ({self.edge_endpoints_sql()})"
+        terms = quoted_array(self.lookups.plpy, self.terms, "text")
+        return (f"exists (select from emem.edges as e join emem.edge_labels as el on el.edge_id = e.edge_id"
+                f" where (e.from_record_id = {record_id} or e.to_record_id = {record_id})"
+                f" and el.label_terms operator(pg_catalog.&&) {terms}"
+                f" and el.label_terms operator(pg_catalog.<@) {terms})")
 
     def edge_endpoints_sql(self) -> str:
         terms = quoted_array(self.lookups.plpy, self.terms, "text")
@@ -747,21 +761,22 @@ def positions(candidates: Sequence[Candidate]) -> dict[int, int]:
 
 
 def total_candidates(lists: dict[str, Sequence[Candidate]]) -> int:
-    """How many distinct records the lists hold together; broad lists are counted, not read:
-    each broad list adds what the ones before it do not hold, the fetched lists what none does."""
+    """How many distinct records the lists hold together; broad lists are counted, not read. One
+    broad list is counted by its size and what the fetched lists add to it; several by one union
+    of their records (a union hashes each record once, where probing one match for every record
+    of another costs several times more)."""
     broad = [c for c in lists.values() if isinstance(c, BroadList)]
     fetched = {c.record_id for candidates in lists.values() if not isinstance(candidates, BroadList)
                for c in candidates}
     if not broad:
         return len(fetched)
     lookups = broad[0].lookups
-    total = broad[0].size()
-    for index, current in enumerate(broad[1:], start=1):
-        held_before = " or ".join(b.predicate("c.record_id") for b in broad[:index])
-        total += lookups.execute(
-            f"select pg_catalog.count(*) as n from ({current.candidate_ids_sql()}) as c (record_id)"
-            f" where not ({held_before})", [], [], cache=False)[0]["n"]
-    held = " or ".join(b.predicate("id") for b in broad)
-    return total + lookups.execute(
+    if len(broad) > 1:
+        union = " union ".join(f"({b.candidate_ids_sql()})" for b in broad)
+        return lookups.execute(
+            f"select pg_catalog.count(*) as n from ({union} union select pg_catalog.unnest($1::bigint[])) as c",
+            ["bigint[]"], [list(fetched)], cache=False)[0]["n"]
+    held = broad[0].predicate("id")
+    return broad[0].size() + lookups.execute(
         f"select pg_catalog.count(*) as n from pg_catalog.unnest($1::bigint[]) as id where not ({held})",
         ["bigint[]"], [list(fetched)], cache=False)[0]["n"]
