@@ -74,6 +74,11 @@ if [ ! -f "$pgdata/PG_VERSION" ]; then
   # A quarter of the memory for shared buffers (at most 8 GB), as PostgreSQL's docs advise for a
   # dedicated server: at 1M records the HNSW index alone is about 2 GB.
   mem_mb=$(( $(awk '/^MemTotal:/ {print $2}' /proc/meminfo) / 1024 ))
+  for limit in /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes; do  # a container's own limit
+    if [ -r "$limit" ] && grep -qx '[0-9]*' "$limit" && [ $(( $(cat "$limit") / 1048576 )) -lt "$mem_mb" ]; then
+      mem_mb=$(( $(cat "$limit") / 1048576 ))
+    fi
+  done
   shared_mb=$(( mem_mb / 4 < 8192 ? mem_mb / 4 : 8192 ))
   printf 'shared_buffers = %dMB\neffective_cache_size = %dMB\n' "$shared_mb" $(( mem_mb / 2 )) >> "$pgdata/postgresql.conf"
 fi
