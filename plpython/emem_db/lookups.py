@@ -291,14 +291,15 @@ class Lookups:
         """Seed: the terms WordNet does not know, by distance (degraded: by terms matched, then
         record id). A match of more than exact_limit records is read lazily."""
         queries = self.term_queries([[term] for term in self.request.analysis.unknown_terms])
+        order = ("score desc, distance nulls last, record_id" if self.request.degraded
+                 else "distance nulls last, record_id")
+        any_term = self.broad_term_query(queries) if queries else None
+        if any_term is None:
+            return self.fulltext_candidates(queries, order)
         if self.request.degraded:
             _, frequencies = self.document_frequencies(queries)
             return self.scored_fulltext(queries, frequencies, [1.0] * len(queries))
-        order = "distance nulls last, record_id"
-        any_term = self.broad_term_query(queries) if queries else None
-        if any_term is not None:
-            return BroadFulltextList(self, any_term, lambda: self.fulltext_candidates(queries, order))
-        return self.fulltext_candidates(queries, order)
+        return BroadFulltextList(self, any_term, lambda: self.fulltext_candidates(queries, order))
 
     def broad_term_query(self, queries: list[str]) -> str | None:
         """The OR of the terms when they match more than exact_limit records."""
