@@ -77,3 +77,27 @@ def test_bad_opt_in_profiles_are_refused(db, invoices: dict[str, int], profile: 
     db.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
     with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"emem\.pipeline_profile"):
         db.execute("select emem.e_gather_find_envelope('acme', null)")
+
+
+def test_fulltext_words_frequencies_follow_analyze(db) -> None:
+    """A word's frequency comes from the column's statistics when they hold it: a word on 10% of
+    the records is searched; after it turns common and the table is analysed again, the same
+    connection (which keeps the statistics it read) leaves it out."""
+    db.execute("select emem.create_lane('l')")
+
+    def put(count: int, budget_every: int) -> None:
+        items = [{"kind": "note", "lane": "l", "content": f"note {i}" + (" budget" if i % budget_every == 0 else "")
+                  + (" zeppelin" if i % 300 == 1 else "")} for i in range(count)]
+        db.execute("select count(*) from emem.put_records(%s)", (json.dumps(items),))
+
+    def total() -> int:
+        return db.execute("select emem.e_gather_find_envelope('budget zeppelin', null, 1, 30)").fetchone()[0][
+            "total_candidates"]
+
+    put(3000, budget_every=10)
+    db.execute("set emem.pipeline_profile = 'fulltext_words'")
+    db.execute("analyze emem.records")
+    assert total() == 300 + 10  # from the statistics: budget on 300 records is telling
+    put(3000, budget_every=1)
+    db.execute("analyze emem.records")
+    assert total() == 10 + 10  # budget on 3,300 of 6,000 records says too little: zeppelin alone

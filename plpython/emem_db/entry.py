@@ -21,6 +21,8 @@ class Backend:
         self.plpy = plpy
         self._analyser: Analyser | None = None
         self.plans: dict[tuple, Any] = {}
+        # (when emem.records was last analysed, {lexeme: share of records}): see Lookups.common_lexemes
+        self.common_lexemes: tuple[tuple, dict[str, float]] | None = None
 
     @property
     def analyser(self) -> Analyser:

@@ -19,6 +19,7 @@ import functools
 import heapq
 import itertools
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -411,32 +412,42 @@ class Lookups:
         (it is rare, so that is cheap), up to DOCUMENT_FREQUENCY_CAP."""
         if not queries:
             return 0.0, []
+        common = self.common_lexemes()
+        shares = [common.get(single_lexeme(query)) for query in queries]
         rows = self.execute(
-            f"""with stats as (
-                    select s.most_common_elems::text::text[] as lexemes, s.most_common_elem_freqs as freqs
-                    from pg_catalog.pg_stats as s
-                    where s.schemaname = 'emem' and s.tablename = 'records' and s.attname = 'content_search'
-                ), size as (
-                    -- reltuples is an estimate (-1 before the first VACUUM or ANALYZE): a small table is counted
-                    select case when c.reltuples >= {DOCUMENT_FREQUENCY_CAP:d} then c.reltuples
-                                else greatest(c.reltuples, (select pg_catalog.count(*) from (
-                                    select from emem.records limit {DOCUMENT_FREQUENCY_CAP:d}) as r))
-                           end::float8 as n
-                    from pg_catalog.pg_class as c where c.oid = 'emem.records'::pg_catalog.regclass
-                )
-                select size.n,
-                       coalesce(
-                           (select stats.freqs[pg_catalog.array_position(
-                                       stats.lexemes, pg_catalog.btrim(q.query, ''''))] * size.n
-                            from stats where pg_catalog.numnode(q.query::tsquery) = 1),
-                           (select pg_catalog.count(*) from (
-                                select from emem.records as r
-                                where r.content_search operator(pg_catalog.@@) q.query::tsquery
-                                limit {DOCUMENT_FREQUENCY_CAP:d}) as matching)) as df
-                from pg_catalog.unnest($1::text[]) with ordinality as q (query, n), size
-                order by q.n""", ["text[]"], [queries])
-        return rows[0]["n"], [float(row["df"]) for row in rows]
+            f"""select case when c.reltuples >= {DOCUMENT_FREQUENCY_CAP:d} then c.reltuples
+                            -- an estimate, -1 before the first VACUUM or ANALYZE: a small table is counted
+                            else greatest(c.reltuples, (select pg_catalog.count(*) from (
+                                select from emem.records limit {DOCUMENT_FREQUENCY_CAP:d}) as r))
+                       end::float8 as n,
+                       array(select (select pg_catalog.count(*) from (
+                                         select from emem.records as r
+                                         where r.content_search operator(pg_catalog.@@) q.query::tsquery
+                                         limit {DOCUMENT_FREQUENCY_CAP:d}) as matching)::float8
+                             from pg_catalog.unnest($1::text[]) with ordinality as q (query, n)
+                             order by q.n) as counted
+                from pg_catalog.pg_class as c where c.oid = 'emem.records'::pg_catalog.regclass""",
+            ["text[]"], [[query for query, share in zip(queries, shares, strict=True) if share is None]])[0]
+        counted = iter(rows["counted"])
+        return rows["n"], [share * rows["n"] if share is not None else next(counted) for share in shares]
 
+    def common_lexemes(self) -> dict[str, float]:
+        """The most common lexemes of the records' text with the share of records holding each, from
+        the column's statistics; kept for the backend until emem.records is analysed again."""
+        analysed = self.execute(
+            """select pg_catalog.pg_stat_get_last_analyze_time(c.oid)::text as manual,
+                      pg_catalog.pg_stat_get_last_autoanalyze_time(c.oid)::text as auto
+               from pg_catalog.pg_class as c where c.oid = 'emem.records'::pg_catalog.regclass""", [], [])[0]
+        key = (analysed["manual"], analysed["auto"])
+        if self.state.common_lexemes is None or self.state.common_lexemes[0] != key:
+            stats = self.execute(
+                """select s.most_common_elems::text::text[] as lexemes, s.most_common_elem_freqs as shares
+                   from pg_catalog.pg_stats as s
+                   where s.schemaname = 'emem' and s.tablename = 'records' and s.attname = 'content_search'""",
+                [], [])
+            found = stats[0] if stats and stats[0]["lexemes"] else {"lexemes": [], "shares": []}
+            self.state.common_lexemes = (key, dict(zip(found["lexemes"], found["shares"], strict=False)))
+        return self.state.common_lexemes[1]
 
     # ---- vectors ----------------------------------------------------------------------------
 
@@ -741,6 +752,12 @@ def quoted_array(plpy: Any, values: list[str], element_type: str) -> str:
 def inverse_document_frequency(records: float, df: float) -> float:
     """BM25's IDF, ln(1 + (N - df + 0.5) / (df + 0.5))."""
     return math.log(1 + (records - df + 0.5) / (df + 0.5))
+
+
+def single_lexeme(query: str) -> str | None:
+    """The lexeme of a tsquery's text that is one lexeme (`'word'`), else None."""
+    found = re.fullmatch(r"'((?:[^']|'')*)'", query)
+    return found.group(1).replace("''", "'") if found else None
 
 
 def finite_or_none(distance: float | None) -> float | None:
