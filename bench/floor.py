@@ -8,8 +8,10 @@ The tag lookup has two correct formulations, and the faster one is the floor:
   distance from the primary key of record_vectors, sorted;
 - `tags_hnsw`: the space's HNSW index scanned in distance order with pgvector's iterative scan,
   keeping records the terms tag (cheap when the tag is broad, useless when it is rare).
-The totals e_gather_find reports (total_candidates) need the size of each exact list: the
-`*_count` queries measure what counting costs on its own.
+The totals e_gather_find reports (total_candidates) need the size of each exact list and the
+whole candidate lists of the vector lookups (emem's defaults: 100 nearest records, 20 nearest
+windows with their records; page 1 needs fewer): the `*_count` queries measure what counting and
+fetching those cost on their own.
 
 The classic hybrid is the Supabase recipe (full text + pgvector fused by reciprocal rank
 fusion, each side limited to 2 x match_count), created in the benchmark's schema `bench`, on
@@ -28,6 +30,9 @@ from psycopg import sql
 from questions import Question
 
 ITERATIVE_SCAN = "strict_order"
+# emem.record_vector_candidates and emem.window_vector_candidates as control/emem.conf sets them.
+RECORD_VECTOR_CANDIDATES = 100
+WINDOW_VECTOR_CANDIDATES = 20
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,10 @@ class Floor:
             bare.append(self.tags_degraded(params))
             if len(question.terms) == 1 and self.schema.has_vocabulary:
                 bare.append(self.tags_by_id(params))
+        if with_vector:
+            bare.append(Bare("vectors_count", sql.SQL(
+                f"select bench.vector_candidates(%(vector)s::vector, {RECORD_VECTOR_CANDIDATES}, "
+                f"{WINDOW_VECTOR_CANDIDATES})"), params))
         if question.fulltext_terms:
             bare += [self.fulltext_count(question, params),
                      self.fulltext(question, params) if with_vector else self.fulltext_degraded(question, params)]
@@ -231,7 +240,22 @@ HYBRIDS = {"hybrid_recipe": RECIPE_SEMANTIC, "hybrid": INDEXED_SEMANTIC}
 
 def create_hybrids(conn: psycopg.Connection, space: int, dimension: int) -> None:
     """The Supabase-style hybrid search on emem's tables, in the benchmark's schema: as published
-    (bench.hybrid_recipe) and with its vector side served by HNSW (bench.hybrid)."""
+    (bench.hybrid_recipe) and with its vector side served by HNSW (bench.hybrid); and the vector
+    candidates the floor's exact totals need (bench.vector_candidates)."""
+    conn.execute(f"""
+        create or replace function bench.vector_candidates(question vector, record_count integer, window_count integer)
+        returns bigint language sql stable
+        set hnsw.ef_search = {max(RECORD_VECTOR_CANDIDATES, WINDOW_VECTOR_CANDIDATES)}
+        as $$
+        select count(*) from (
+            (select record_id from emem.record_vectors where space_id = {space}
+             order by embedding::vector({dimension}) <=> question::vector({dimension}) limit record_count)
+            union
+            select m.record_id from (select window_id from emem.windows where space_id = {space}
+                                     order by embedding::vector({dimension}) <=> question::vector({dimension})
+                                     limit window_count) as w
+            join emem.window_members as m on m.window_id = w.window_id) as candidates
+        $$""")
     for name, semantic in HYBRIDS.items():
         conn.execute(f"""
             create or replace function bench.{name}(
