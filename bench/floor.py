@@ -244,9 +244,9 @@ def create_hybrids(conn: psycopg.Connection, space: int, dimension: int) -> None
     candidates the floor's exact totals need (bench.vector_candidates)."""
     conn.execute(f"""
         create or replace function bench.vector_candidates(question vector, record_count integer, window_count integer)
-        returns bigint language sql stable
+        returns bigint language plpgsql stable  -- plpgsql keeps its plan; a SQL function plans every call
         set hnsw.ef_search = {max(RECORD_VECTOR_CANDIDATES, WINDOW_VECTOR_CANDIDATES)}
-        as $$
+        as $$ begin return (
         select count(*) from (
             (select record_id from emem.record_vectors where space_id = {space}
              order by embedding::vector({dimension}) <=> question::vector({dimension}) limit record_count)
@@ -254,8 +254,8 @@ def create_hybrids(conn: psycopg.Connection, space: int, dimension: int) -> None
             select m.record_id from (select window_id from emem.windows where space_id = {space}
                                      order by embedding::vector({dimension}) <=> question::vector({dimension})
                                      limit window_count) as w
-            join emem.window_members as m on m.window_id = w.window_id) as candidates
-        $$""")
+            join emem.window_members as m on m.window_id = w.window_id) as candidates);
+        end $$""")
     for name, semantic in HYBRIDS.items():
         conn.execute(f"""
             create or replace function bench.{name}(
