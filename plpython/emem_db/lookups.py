@@ -346,21 +346,17 @@ class Lookups:
         if not broad or len(broad) > MAX_BROAD_PARTS:
             return self.fulltext_candidates(queries, order, weights)
         narrow = [query for n, query in enumerate(queries) if n not in broad]
-        any_narrow = self.plpy.quote_literal(" | ".join(f"({query})" for query in narrow)) + "::pg_catalog.tsquery"
-        whole = BroadFulltextList(self, " | ".join(f"({query})" for query in queries),
-                                  lambda: self.fulltext_candidates(queries, order, weights))
+        any_narrow = quoted_tsquery(self.plpy, any_of(narrow))
+        whole = BroadFulltextList(self, any_of(queries), lambda: self.fulltext_candidates(queries, order, weights))
         return TieredList(whole, self.fulltext_candidates(queries, order, weights, within=narrow),
                           [self.term_part(queries[n], frequencies[n], weights[n]) for n in broad],
                           lambda parts: sum(part.score_key for part in parts),
-                          lambda record_id: (f"exists (select from emem.records as r where r.record_id = {record_id}"
-                                             f" and r.content_search operator(pg_catalog.@@) {any_narrow})")
-                          if narrow else "false")
+                          lambda record_id: text_matches(record_id, any_narrow) if narrow else "false")
 
     def term_part(self, query: str, frequency: float, weight: float) -> Part:
-        quoted = self.plpy.quote_literal(query) + "::pg_catalog.tsquery"
+        quoted = quoted_tsquery(self.plpy, query)
         return Part(
-            lambda record_id: (f"exists (select from emem.records as r where r.record_id = {record_id}"
-                               f" and r.content_search operator(pg_catalog.@@) {quoted})"),
+            lambda record_id: text_matches(record_id, quoted),
             f"select r.record_id from emem.records as r where r.content_search operator(pg_catalog.@@) {quoted}",
             int(frequency), weight)
 
@@ -624,17 +620,16 @@ class BroadTagList(BroadList):
 
 
 class BroadFulltextList(BroadList):
-    """A full-text match of many records (a common term), with a vector; degraded, the list is
-    ordered exactly (by matched terms and rank)."""
+    """A full-text match of many records (a common term), by distance; also the whole match of a
+    tiered full-text list (its size, members and totals)."""
 
     def __init__(self, lookups: Lookups, any_term: str, exact: Callable[[], list[Candidate]]) -> None:
         super().__init__(lookups)
-        self.any_term = lookups.plpy.quote_literal(any_term) + "::pg_catalog.tsquery"
+        self.any_term = quoted_tsquery(lookups.plpy, any_term)
         self._exact = exact
 
     def predicate(self, record_id: str) -> str:
-        return (f"exists (select from emem.records as r where r.record_id = {record_id}"
-                f" and r.content_search operator(pg_catalog.@@) {self.any_term})")
+        return text_matches(record_id, self.any_term)
 
     def candidate_ids_sql(self) -> str:
         return ("select r.record_id from emem.records as r"
@@ -712,7 +707,7 @@ class Tier(BroadList):
 
     def exact(self) -> list[Candidate]:
         lookups = self.lookups
-        return lookups.candidates(
+        return lookups.candidates(  # distance_sql takes the vector as $2; $1 is unused
             f"""select found.record_id, {lookups.distance_sql()} as distance
                 from ({self.source.ids_sql}) as found (record_id) where {self.predicate("found.record_id")}
                 order by distance nulls last, found.record_id""",
@@ -742,6 +737,21 @@ def distance_order(candidate: Candidate) -> tuple:
 def score_level(score: float | None) -> float:
     """Scores that differ only by rounding (sums in another order) are one level."""
     return round(float(score or 0.0), 9)
+
+
+def any_of(queries: list[str]) -> str:
+    """The text of the OR of tsqueries given as text."""
+    return " | ".join(f"({query})" for query in queries)
+
+
+def quoted_tsquery(plpy: Any, query: str) -> str:
+    return plpy.quote_literal(query) + "::pg_catalog.tsquery"
+
+
+def text_matches(record_id: str, tsquery: str) -> str:
+    """The record's text matches a tsquery (quoted SQL)."""
+    return (f"exists (select from emem.records as r where r.record_id = {record_id}"
+            f" and r.content_search operator(pg_catalog.@@) {tsquery})")
 
 
 def quoted_array(plpy: Any, values: list[str], element_type: str) -> str:
