@@ -51,7 +51,8 @@ def tiers(db: psycopg.Connection) -> psycopg.Connection:
 
 def whole_reading(db: psycopg.Connection) -> None:
     """This backend reads every scored list whole from now on."""
-    db.execute("do $$ import emem_db.lookups as lookups; lookups.MAX_BROAD_PARTS = 0 $$ language plpython3u")
+    db.execute("do $$ import emem_db.lookups as lookups; lookups.MAX_BROAD_PARTS = 0; lookups.LAZY_DISTANCES = False $$"
+               " language plpython3u")
 
 
 def answers(db: psycopg.Connection, profile: str, question: str, vector: str | None) -> dict:

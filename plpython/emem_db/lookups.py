@@ -15,10 +15,12 @@ ordered by a score first (matched terms, summed IDF) reads the records of its br
 the same way, one tier per combination of them (TieredList).
 """
 
+import bisect
 import functools
 import heapq
 import itertools
 import math
+import operator
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -44,6 +46,11 @@ COMMON_WORD_FLOOR = 1_000  # a word on fewer records is cheap to search, however
 FILTERED_SCAN_EF_SEARCH = 100
 # A scored list with more broad tags or terms than this is read whole (2^n - 1 tiers otherwise).
 MAX_BROAD_PARTS = 3
+# Lists ordered by a score fetch their records' distances one score level at a time (ScoredList).
+LAZY_DISTANCES = True
+# What the statement of a ScoredList selects from `found`: its records and scores, best first.
+SCORED_ARRAYS = ("pg_catalog.array_agg(record_id order by {score} desc, record_id) as record_ids,"
+                 " pg_catalog.array_agg({score}::float8 order by {score} desc, record_id) as scores")
 
 
 @dataclass(frozen=True)
@@ -149,6 +156,21 @@ class Lookups:
             for row in self.execute(sql, types, args, cache)
         ]
 
+    def scored(self, sql: str, types: list[str], args: list[Any]) -> "ScoredList":
+        """A list ordered by score from a statement giving SCORED_ARRAYS."""
+        row = self.execute(sql, types, args)[0]
+        return ScoredList(self, list(row["record_ids"] or ()), [float(s) for s in row["scores"] or ()])
+
+    def distances(self, record_ids: list[int]) -> list[Candidate]:
+        """These records with their distances (no distance degraded), nearest first."""
+        if self.request.degraded:
+            return [Candidate(record_id, None) for record_id in sorted(record_ids)]
+        return self.candidates(
+            f"""select found.record_id, {self.distance_sql()} as distance
+                from pg_catalog.unnest($1::bigint[]) as found (record_id)
+                order by distance nulls last, found.record_id""",
+            ["bigint[]", "public.vector"], [record_ids, self.request.vector])
+
     def distance_sql(self) -> str:
         """The cosine distance of a record (found.record_id) to the question ($2); NULL without."""
         if self.request.degraded:
@@ -225,7 +247,7 @@ class Lookups:
         return TagMatch(list(row["tags"]), list(row["counts"]), list(row["edge_endpoints"]))
 
     def exact_tags(self, tags: list[str], terms: list[str], by_terms: bool, within: list[str] | None = None
-                   ) -> list[Candidate]:
+                   ) -> "list[Candidate] | ScoredList":
         """Every tag and edge candidate, with its matched terms and distance, in the list's order;
         `within` keeps the records holding one of these tags or an edge (a tiered list's exact part)."""
         if not (by_terms or self.request.degraded):
@@ -241,7 +263,7 @@ class Lookups:
                 from emem.record_tags as n
                 join emem.record_tags as rt on rt.record_id = n.record_id
                 join emem.tag_vocabulary as v on v.tag = rt.tag
-                where n.tag operator(pg_catalog.=) any ($4) and v.tag operator(pg_catalog.=) any ($1)
+                where n.tag operator(pg_catalog.=) any ($3) and v.tag operator(pg_catalog.=) any ($1)
                 union all
                 select record_id, terms from edge_ends)"""
         sql = f"""
@@ -250,7 +272,7 @@ class Lookups:
                 from emem.edge_labels as el
                 join emem.edges as e on e.edge_id = el.edge_id
                 cross join lateral (values (e.from_record_id), (e.to_record_id)) as ends (endpoint)
-                where el.label_terms operator(pg_catalog.&&) $3 and el.label_terms operator(pg_catalog.<@) $3
+                where el.label_terms operator(pg_catalog.&&) $2 and el.label_terms operator(pg_catalog.<@) $2
             ), matched (record_id, terms) as (
                 select rt.record_id, v.tag_terms
                 from emem.tag_vocabulary as v join emem.record_tags as rt on rt.tag = v.tag
@@ -262,10 +284,8 @@ class Lookups:
                 from {held} as m (record_id, terms) cross join lateral pg_catalog.unnest(m.terms) as t
                 group by m.record_id
             )
-            select record_id, {self.distance_sql()} as distance, matched_terms as score
-            from found order by matched_terms desc, distance nulls last, record_id"""
-        return self.candidates(sql, ["text[]", "public.vector", "text[]", "text[]"],
-                               [tags, self.request.vector, terms, within or []])
+            select {SCORED_ARRAYS.format(score="matched_terms")} from found"""
+        return self.scored(sql, ["text[]", "text[]", "text[]"], [tags, terms, within or []])
 
     def tags_by_distance(self, tags: list[str], terms: list[str]) -> list[Candidate]:
         """The seed's order with a vector needs no matched terms: one join, one sort."""
@@ -292,15 +312,15 @@ class Lookups:
         """Seed: the terms WordNet does not know, by distance (degraded: by terms matched, then
         record id). A match of more than exact_limit records is read lazily."""
         queries = self.term_queries([[term] for term in self.request.analysis.unknown_terms])
-        order = ("score desc, distance nulls last, record_id" if self.request.degraded
-                 else "distance nulls last, record_id")
         any_term = self.broad_term_query(queries) if queries else None
-        if any_term is None:
-            return self.fulltext_candidates(queries, order)
         if self.request.degraded:
+            if any_term is None:
+                return self.fulltext_scored(queries, [1.0] * len(queries))
             _, frequencies = self.document_frequencies(queries)
             return self.scored_fulltext(queries, frequencies, [1.0] * len(queries))
-        return BroadFulltextList(self, any_term, lambda: self.fulltext_candidates(queries, order))
+        if any_term is None:
+            return self.fulltext_by_distance(queries)
+        return BroadFulltextList(self, any_term, lambda: self.fulltext_by_distance(queries))
 
     def broad_term_query(self, queries: list[str]) -> str | None:
         """The OR of the terms when they match more than exact_limit records."""
@@ -341,14 +361,13 @@ class Lookups:
                         ) -> Sequence[Candidate]:
         """Records matching any of the queries, by the summed weights of those matched, then
         distance. Terms on more than exact_limit records are read in tiers."""
-        order = "score desc, distance nulls last, record_id"
         broad = [n for n, df in enumerate(frequencies) if df > self.exact_limit]
         if not broad or len(broad) > MAX_BROAD_PARTS:
-            return self.fulltext_candidates(queries, order, weights)
+            return self.fulltext_scored(queries, weights)
         narrow = [query for n, query in enumerate(queries) if n not in broad]
         any_narrow = quoted_tsquery(self.plpy, any_of(narrow))
-        whole = BroadFulltextList(self, any_of(queries), lambda: self.fulltext_candidates(queries, order, weights))
-        return TieredList(whole, self.fulltext_candidates(queries, order, weights, within=narrow),
+        whole = BroadFulltextList(self, any_of(queries), lambda: self.fulltext_scored(queries, weights))
+        return TieredList(whole, self.fulltext_scored(queries, weights, within=narrow),
                           [self.term_part(queries[n], frequencies[n], weights[n]) for n in broad],
                           lambda parts: sum(part.score_key for part in parts),
                           lambda record_id: text_matches(record_id, any_narrow) if narrow else "false")
@@ -360,30 +379,38 @@ class Lookups:
             f"select r.record_id from emem.records as r where r.content_search operator(pg_catalog.@@) {quoted}",
             int(frequency), weight)
 
-    def fulltext_candidates(self, queries: list[str], order: str, weights: list[float] | None = None,
-                            within: list[str] | None = None) -> list[Candidate]:
-        """Records matching any of the terms' queries (see term_queries), in the given order;
-        `score` sums the weights of the terms a record matched. `within` keeps the records that
-        match one of those queries (a tiered list's exact part)."""
+    def fulltext_by_distance(self, queries: list[str]) -> list[Candidate]:
+        """Records matching any of the terms' queries (see term_queries), nearest first."""
+        sql = f"""
+            with found as (
+                select r.record_id from emem.records as r
+                where r.content_search operator(pg_catalog.@@)
+                      (select emem.tsquery_any(q) from pg_catalog.unnest($1::tsquery[]) as q)
+            )
+            select record_id, {self.distance_sql()} as distance
+            from found order by distance nulls last, record_id"""
+        return self.candidates(sql, ["tsquery[]", "public.vector"], [queries, self.request.vector])
+
+    def fulltext_scored(self, queries: list[str], weights: list[float], within: list[str] | None = None
+                        ) -> "ScoredList":
+        """Records matching any of the terms' queries, by the summed weights of the terms matched;
+        `within` keeps the records that match one of those queries (a tiered list's exact part)."""
         within = queries if within is None else within
         if not within:
-            return []
-        weights = weights if weights is not None else [1.0] * len(queries)
+            return ScoredList(self, [], [])
         sql = f"""
             with found as (
                 select r.record_id,
                        (select coalesce(pg_catalog.sum(t.weight), 0)
-                        from rows from (pg_catalog.unnest($1::tsquery[]), pg_catalog.unnest($3::float8[]))
+                        from rows from (pg_catalog.unnest($1::tsquery[]), pg_catalog.unnest($2::float8[]))
                              as t (q, weight)
                         where r.content_search operator(pg_catalog.@@) t.q) as score
                 from emem.records as r
                 where r.content_search operator(pg_catalog.@@)
-                      (select emem.tsquery_any(q) from pg_catalog.unnest($4::tsquery[]) as q)
+                      (select emem.tsquery_any(q) from pg_catalog.unnest($3::tsquery[]) as q)
             )
-            select record_id, {self.distance_sql()} as distance, score
-            from found order by {order}"""
-        return self.candidates(sql, ["tsquery[]", "public.vector", "float8[]", "tsquery[]"],
-                               [queries, self.request.vector, weights, within])
+            select {SCORED_ARRAYS.format(score="score")} from found"""
+        return self.scored(sql, ["tsquery[]", "float8[]", "tsquery[]"], [queries, weights, within])
 
     def term_queries(self, terms: list[list[str]]) -> list[str]:
         """One tsquery per term: the OR of its variants (spellings), each a phrase of the text
@@ -476,6 +503,43 @@ class Lookups:
 
     def current_ef_search(self) -> int:
         return int(self.execute("select pg_catalog.current_setting('hnsw.ef_search') as value", [], [])[0]["value"])
+
+
+class ScoredList(Sequence[Candidate]):
+    """A list ordered by a score first (matched terms, summed weights), then by distance (degraded:
+    by record id), whose records and scores come whole but whose distances are fetched one score
+    level at a time, as the merge reaches them. Scoring a broad match is one aggregate; a distance
+    is an index probe per record, and most of a broad match sits in low levels no page reaches.
+    `record_ids` and `scores` are sorted by score, highest first."""
+
+    def __init__(self, lookups: Lookups, record_ids: list[int], scores: list[float]) -> None:
+        self.lookups = lookups
+        self.record_ids = record_ids
+        self.levels = [score_level(score) for score in scores]
+        self.loaded: list[Candidate] = []
+
+    def __len__(self) -> int:
+        return len(self.record_ids)
+
+    def __getitem__(self, index: int) -> Candidate:  # type: ignore[override]  # no slices
+        if not 0 <= index < len(self.record_ids):
+            raise IndexError(index)
+        if index >= len(self.loaded):
+            self.load(max(index + 1, self.lookups.reach) if LAZY_DISTANCES else len(self.record_ids))
+        return self.loaded[index]
+
+    def load(self, count: int) -> None:
+        """Extend what is loaded by whole score levels to at least `count` records."""
+        start, end = len(self.loaded), self.level_end(min(count, len(self.record_ids)) - 1)
+        level_of = dict(zip(self.record_ids[start:end], self.levels[start:end], strict=True))
+        nearest = self.lookups.distances(self.record_ids[start:end])
+        self.loaded += sorted(
+            (Candidate(c.record_id, c.distance, (), level_of[c.record_id]) for c in nearest),
+            key=lambda c: (-c.score, *distance_order(c)))
+
+    def level_end(self, start: int) -> int:
+        """Where the score level of the record at `start` ends."""
+        return bisect.bisect_right(self.levels, -self.levels[start], lo=start, key=operator.neg)
 
 
 class BroadList:
@@ -654,7 +718,7 @@ class TieredList(BroadList):
     and totals are those of the whole match.
     """
 
-    def __init__(self, whole: BroadList, scored: list[Candidate], broad: list[Part],
+    def __init__(self, whole: BroadList, scored: ScoredList, broad: list[Part],
                  score: Callable[[tuple[Part, ...]], float], narrow: Callable[[str], str]) -> None:
         super().__init__(whole.lookups)
         self.whole = whole
@@ -663,12 +727,15 @@ class TieredList(BroadList):
         self.stream = self.in_order(scored, tiers)
 
     @staticmethod
-    def in_order(scored: list[Candidate], tiers: list[tuple[float, "Tier"]]) -> Iterator[Candidate]:
-        levels = sorted({score_level(c.score) for c in scored} | {level for level, _ in tiers}, reverse=True)
-        for level in levels:
-            yield from heapq.merge([c for c in scored if score_level(c.score) == level],
+    def in_order(scored: ScoredList, tiers: list[tuple[float, "Tier"]]) -> Iterator[Candidate]:
+        position = 0
+        for level in sorted(set(scored.levels) | {level for level, _ in tiers}, reverse=True):
+            at_level = position < len(scored) and scored.levels[position] == level
+            end = scored.level_end(position) if at_level else position
+            yield from heapq.merge((scored[n] for n in range(position, end)),
                                    *(walk(tier) for tier_level, tier in tiers if tier_level == level),
                                    key=distance_order)
+            position = end
 
     def __getitem__(self, index: int) -> Candidate:
         while index >= len(self.loaded) and not self.complete:
@@ -775,16 +842,22 @@ def finite_or_none(distance: float | None) -> float | None:
     return distance if distance is not None and math.isfinite(distance) else None
 
 
-def members(candidates: Sequence[Candidate], record_ids: Iterable[int]) -> set[int]:
+def record_ids(candidates: Sequence[Candidate]) -> Iterable[int]:
+    """The records of a list that is not broad, without fetching a scored list's distances."""
+    return candidates.record_ids if isinstance(candidates, ScoredList) else (c.record_id for c in candidates)
+
+
+def members(candidates: Sequence[Candidate], ids: Iterable[int]) -> set[int]:
     """Which of these records a list holds."""
     if isinstance(candidates, BroadList):
-        return candidates.members(record_ids)
-    return {c.record_id for c in candidates} & set(record_ids)
+        return candidates.members(ids)
+    return set(record_ids(candidates)) & set(ids)
 
 
 def positions(candidates: Sequence[Candidate]) -> dict[int, int]:
     """Each record's rank (from 1) in a list, as far as the list was read."""
     read = candidates.loaded if isinstance(candidates, BroadList) else candidates
+    read = read.loaded if isinstance(read, ScoredList) else read
     return {c.record_id: rank for rank, c in enumerate(read, start=1)}
 
 
@@ -794,8 +867,8 @@ def total_candidates(lists: dict[str, Sequence[Candidate]]) -> int:
     of their records (a union hashes each record once, where probing one match for every record
     of another costs several times more)."""
     broad = [c for c in lists.values() if isinstance(c, BroadList)]
-    fetched = {c.record_id for candidates in lists.values() if not isinstance(candidates, BroadList)
-               for c in candidates}
+    fetched = {record_id for candidates in lists.values() if not isinstance(candidates, BroadList)
+               for record_id in record_ids(candidates)}
     if not broad:
         return len(fetched)
     lookups = broad[0].lookups
