@@ -23,6 +23,7 @@ keeps stop words, so a natural question would match nothing: it is given the que
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import psycopg
@@ -30,6 +31,9 @@ from psycopg import sql
 from questions import Question
 
 ITERATIVE_SCAN = "strict_order"
+# fulltext_words leaves out a word on more than this share of the records (and this many of them,
+# or on the cap), as plpython/emem_db/lookups.py does.
+COMMON_WORD_SHARE, COMMON_WORD_FLOOR, DOCUMENT_FREQUENCY_CAP = 0.05, 1_000, 20_000
 # emem.record_vector_candidates and emem.window_vector_candidates as control/emem.conf sets them.
 RECORD_VECTOR_CANDIDATES = 100
 WINDOW_VECTOR_CANDIDATES = 20
@@ -98,6 +102,52 @@ def distance(dimension: int, alias: str = "rv") -> str:
     return f"{alias}.embedding::vector({dimension}) <=> %(vector)s::vector({dimension})"
 
 
+@dataclass(frozen=True)
+class WeightedTerms:
+    """Full-text terms with their BM25 IDF, as the opt-in components weight them (counted exactly
+    here, outside the timing: what emem reads from the column's statistics)."""
+
+    terms: tuple[str, ...]
+    weights: tuple[float, ...]
+
+    @classmethod
+    def of(cls, conn: psycopg.Connection, terms: tuple[str, ...], leave_out_common: bool) -> WeightedTerms:
+        records = float(conn.execute("select reltuples from pg_class where oid = 'emem.records'::regclass"
+                                     ).fetchone()[0])
+        common = min(DOCUMENT_FREQUENCY_CAP, max(COMMON_WORD_FLOOR, COMMON_WORD_SHARE * records))
+        kept = []
+        for term in dict.fromkeys(terms):
+            df = conn.execute(f"""select count(*) from (select from emem.records as r
+                                  where r.content_search @@ phraseto_tsquery('emem.exact', %s)
+                                  limit {DOCUMENT_FREQUENCY_CAP}) as matching""", (term,)).fetchone()[0]
+            if df > 0 and not (leave_out_common and df >= common):
+                kept.append((term, math.log(1 + (records - df + 0.5) / (df + 0.5))))
+        return cls(tuple(t for t, _ in kept), tuple(w for _, w in kept))
+
+    @property
+    def any_term(self) -> sql.Composable:
+        return sql.SQL(" || ").join(sql.SQL("phraseto_tsquery('emem.exact', {})").format(sql.Literal(t))
+                                    for t in self.terms)
+
+    @property
+    def score(self) -> sql.Composable:
+        return sql.SQL(" + ").join(
+            sql.SQL("{} * (r.content_search @@ phraseto_tsquery('emem.exact', {}))::int").format(
+                sql.Literal(w), sql.Literal(t)) for t, w in zip(self.terms, self.weights, strict=True))
+
+
+# A list ordered by a score, then distance: the records of the best scores down to the page's last
+# one (`cut`) are the only ones whose distance decides page 1.
+SCORED_PAGE = """
+            with scored as materialized ({scored}),
+            cut as (select score from scored order by score desc offset %(k)s - 1 limit 1)
+            select s.record_id, s.score, {distance} as distance
+            from scored as s
+            left join emem.record_vectors as rv on rv.space_id = {space} and rv.record_id = s.record_id
+            where s.score >= coalesce((select score from cut), 0)
+            order by s.score desc, distance nulls last, s.record_id limit %(k)s"""
+
+
 class Floor:
     """The bare queries for one question, with or without its vector."""
 
@@ -125,6 +175,37 @@ class Floor:
             bare += [self.fulltext_count(question, params),
                      self.fulltext(question, params) if with_vector else self.fulltext_degraded(question, params)]
         return bare
+
+    def exact_first_queries(self, question: Question, with_vector: bool, rare: WeightedTerms,
+                            words: WeightedTerms) -> list[Bare]:
+        """The opt-in components' lists for page 1 (xf_*), where they differ from the seed's:
+        tags by matched terms then distance, full text by summed IDF then distance (degraded, the
+        seed's tag list is already in tags_by_terms' order), and counting the content words'
+        matches, which the totals add."""
+        params = {"terms": list(question.terms), "vector": question.vector if with_vector else None, "k": self.k}
+        bare = []
+        if with_vector:
+            scored = f"""with matched (record_id, terms) as ({self.schema.tagged_rows} union all {EDGE_ROWS})
+                         select m.record_id, count(distinct t) as score
+                         from matched as m cross join lateral unnest(m.terms) as t group by m.record_id"""
+            bare.append(Bare("xf_tags", sql.SQL(SCORED_PAGE.format(
+                scored=scored, distance=distance(self.dimension), space=self.space)), params))
+        for name, weighted in (("xf_fulltext_by_rarity", rare), ("xf_fulltext_words", words)):
+            if weighted.terms:
+                bare.append(Bare(name, self.scored_fulltext(weighted, with_vector), params))
+        if words.terms:
+            bare.append(Bare("xf_words_count", sql.SQL(
+                "select count(*) from emem.records as r where r.content_search @@ ({})").format(words.any_term),
+                params))
+        return bare
+
+    def scored_fulltext(self, weighted: WeightedTerms, with_vector: bool) -> sql.Composable:
+        scored = "select r.record_id, {score} as score from emem.records as r where r.content_search @@ ({any_term})"
+        if with_vector:
+            query = SCORED_PAGE.format(scored=scored, distance=distance(self.dimension), space=self.space)
+        else:
+            query = f"{scored} order by score desc, r.record_id limit %(k)s"
+        return sql.SQL(query).format(score=weighted.score, any_term=weighted.any_term)
 
     def tags_exact(self, params: dict) -> Bare:
         query = f"""

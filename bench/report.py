@@ -13,6 +13,12 @@ from measure import Cell, percentiles
 FIND_CELLS = ("find_p1", "find_p10", "find_table_p1", "find_table_p10", "exact_first_p1")
 FLOOR_LOOKUPS = ("tags", "fulltext", "record_vectors", "window_vectors")
 COUNTS = ("tags_count", "fulltext_count", "vectors_count")
+# The recommended profile's floor: its lookups for page 1 (the seed floor's where they are the same)
+# and the seed's counts plus counting the content words' matches.
+EXACT_FIRST_LOOKUPS = {"vector": ("xf_tags", "xf_fulltext_by_rarity", "xf_fulltext_words", "record_vectors",
+                                  "window_vectors"),
+                       "degraded": ("tags", "xf_fulltext_by_rarity", "xf_fulltext_words")}
+EXACT_FIRST_COUNTS = (*COUNTS, "xf_words_count")
 HYBRIDS = ("hybrid", "hybrid_recipe")
 
 
@@ -46,7 +52,7 @@ def floor_summary(cells: dict[str, Cell], page_size: int) -> dict:
     chosen: dict[str, str] = {}
     incorrect: dict[str, str] = {}
     for name, cell in cells.items():
-        if name in FIND_CELLS or name in HYBRIDS:
+        if name in FIND_CELLS or name in HYBRIDS or name.startswith("xf_"):
             continue
         wanted = expected_rows(name, cells, page_size)
         got = len(cell.first_rows or [])
@@ -67,6 +73,15 @@ def floor_summary(cells: dict[str, Cell], page_size: int) -> dict:
             "incorrect": incorrect}
 
 
+def exact_first_floor(cells: dict[str, Cell], floor: dict, with_vector: bool) -> dict:
+    """The recommended profile's floor, with the counts its exact totals need."""
+    median = {**floor["lookups_ms"], **floor["counts_ms"],
+              **{name: percentiles(cell.times)["p50"] for name, cell in cells.items() if name.startswith("xf_")}}
+    lookups = sum(median.get(name, 0.0) for name in EXACT_FIRST_LOOKUPS["vector" if with_vector else "degraded"])
+    return {"floor_ms": round(lookups, 3),
+            "floor_with_counts_ms": round(lookups + sum(median.get(name, 0.0) for name in EXACT_FIRST_COUNTS), 3)}
+
+
 def envelope(cell: Cell) -> dict:
     return cell.first_rows[0][0] if cell.first_rows else {}
 
@@ -77,13 +92,14 @@ def envelope_totals(cells: dict[str, Cell]) -> dict:
             "rows_page_1": len(first.get("rows", [])), "rows_page_10": len(tenth.get("rows", []))}
 
 
-def summarise(cells: dict[str, Cell], page_size: int) -> dict:
+def summarise(cells: dict[str, Cell], page_size: int, with_vector: bool) -> dict:
     find = {name: percentiles(cells[name].times) for name in FIND_CELLS}
     hybrid = {name: percentiles(cells[name].times) for name in HYBRIDS}
     floor = floor_summary(cells, page_size)
+    xf_floor = exact_first_floor(cells, floor, with_vector)
     p1 = find["find_p1"]["p50"]
     return {
-        "find": find, "hybrid": hybrid, "floor": floor, **envelope_totals(cells),
+        "find": find, "hybrid": hybrid, "floor": floor, "exact_first_floor": xf_floor, **envelope_totals(cells),
         "ratios": {
             "find_over_floor": ratio(p1, floor["floor_ms"]),
             "find_over_floor_with_counts": ratio(p1, floor["floor_with_counts_ms"]),
@@ -93,6 +109,8 @@ def summarise(cells: dict[str, Cell], page_size: int) -> dict:
             "page10_over_page1": ratio(find["find_p10"]["p50"], p1),
             "exact_first_over_floor_with_counts": ratio(find["exact_first_p1"]["p50"],
                                                         floor["floor_with_counts_ms"]),
+            "exact_first_over_its_floor_with_counts": ratio(find["exact_first_p1"]["p50"],
+                                                            xf_floor["floor_with_counts_ms"]),
         },
     }
 
@@ -133,6 +151,16 @@ def ratio_line(kind: str, mode: str, s: dict) -> str:
             f"{fmt(r['p95_over_p50'], 7, 2)}{fmt(r['page10_over_page1'], 7, 2)}  {lookups}; {counts}")
 
 
+EXACT_FIRST_HEADER = f"{'question':<13}{'vector':<9}{'xf':>7}{'xfloor':>8}{'xfl+cnt':>8}{'xf/xfl+c':>9}{'xf/fl+c':>8}"
+
+
+def exact_first_line(kind: str, mode: str, s: dict) -> str:
+    r, fl = s["ratios"], s["exact_first_floor"]
+    return (f"{kind:<13}{mode:<9}{fmt(s['find']['exact_first_p1']['p50'])}{fmt(fl['floor_ms'], 8)}"
+            f"{fmt(fl['floor_with_counts_ms'], 8)}{fmt(r['exact_first_over_its_floor_with_counts'], 9, 2)}"
+            f"{fmt(r['exact_first_over_floor_with_counts'], 8, 2)}")
+
+
 def tables(summaries: dict[str, dict]) -> str:
     lines = ["e_gather_find latency, ms (client wall time, warm; p1/p10 = page 1/10 of 30; tbl = e_gather_find,"
              " the others e_gather_find_envelope; xf = the recommended exact_first profile;"
@@ -145,6 +173,12 @@ def tables(summaries: dict[str, dict]) -> str:
               " hybrid = two-way RRF (HNSW-served), recipe = as published", RATIO_HEADER]
     for key, summary in summaries.items():
         lines.append(ratio_line(*key.split("/"), summary))
+    lines += ["", "the recommended profile (xf) against its own floor, p50 ms: xfloor = the bare lookups of its"
+              " components for page 1 (tags by matched terms, full text by summed IDF: unknown terms and content"
+              " words), xfl+cnt = with the counts its totals need (fl+cnt's and the content words' matches);"
+              " xf/fl+c = against the seed's fl+cnt", EXACT_FIRST_HEADER]
+    for key, summary in summaries.items():
+        lines.append(exact_first_line(*key.split("/"), summary))
     return "\n".join(lines)
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import psycopg
 from corpus import DIMENSION, Corpus
 from db import Server, connection, install_script_md5, modules_md5, scalar
-from floor import ITERATIVE_SCAN, Floor, TagSchema, create_hybrids, hybrid_queries
+from floor import ITERATIVE_SCAN, Floor, TagSchema, WeightedTerms, create_hybrids, hybrid_queries
 from load import Target, build, space_id, stored_corpus, update_extension
 from measure import Cell, backend_memory, fresh_connections, latency, percentiles, throughput
 from profiling import profile_question
@@ -117,7 +117,10 @@ def find_cells(conn: psycopg.Connection, exact_first_conn: psycopg.Connection, q
 
 
 def bare_cells(conn: psycopg.Connection, floor: Floor, question: Question, with_vector: bool) -> list[Cell]:
-    bare = floor.queries(question, with_vector) + hybrid_queries(question, with_vector, floor.k)
+    rare = WeightedTerms.of(conn, question.fulltext_terms, leave_out_common=False)
+    words = WeightedTerms.of(conn, (*question.known_words, *question.fulltext_terms), leave_out_common=True)
+    bare = (floor.queries(question, with_vector) + floor.exact_first_queries(question, with_vector, rare, words)
+            + hybrid_queries(question, with_vector, floor.k))
     return [Cell(b.name, conn, b.query, b.params, []) for b in bare]
 
 
@@ -135,7 +138,8 @@ def run_latency(server: Server, args: argparse.Namespace, questions: list[Questi
                 cells[f"{question.kind}/{mode}"] = {cell.key: cell for cell in group}
         say(f"latency: {sum(len(g) for g in cells.values())} cells x {args.repetitions} rounds")
         latency([cell for group in cells.values() for cell in group.values()], args.repetitions, progress=say)
-        summaries = {key: summarise(group, args.page_size) for key, group in cells.items()}
+        summaries = {key: summarise(group, args.page_size, MODES[key.split("/")[1]])
+                     for key, group in cells.items()}
         memory = backend_memory(find_conn)
         round_trip = Cell("select_1", find_conn, "select 1", (), [])
         latency([round_trip], 200)

@@ -215,7 +215,7 @@ class Gather:
 
     def explain(self, role: str, question: str | None, vector: str | None, page: int, page_size: int) -> dict:
         """For DBAs: the analysed question, each lookup's size and time, and per row of the page
-        its rank in each lookup's list (null: not in it, or beyond what a broad list fetched)."""
+        its rank in each lookup's list (null: not in it, or beyond what a lazily read list fetched)."""
         self.check_page(page, page_size)
         caller = self.caller(role)
         request = self.request(question, vector)

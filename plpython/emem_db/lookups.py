@@ -12,7 +12,8 @@ A tag or full-text match larger than Lookups.exact_limit (a broad tag or term) i
 whole: its list is read from the HNSW index, filtered to the match, as far as the merge reaches
 (BroadList), and its size is counted (for tags, from the tag vocabulary's counts). A list
 ordered by a score first (matched terms, summed IDF) reads the records of its broad tags or terms
-the same way, one tier per combination of them (TieredList).
+the same way, one tier per combination of them (TieredList); the records it fetches whole come
+with their scores, and their distances are fetched one score level at a time (ScoredList).
 """
 
 import bisect
