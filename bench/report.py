@@ -77,6 +77,7 @@ def exact_first_floor(cells: dict[str, Cell], floor: dict, with_vector: bool) ->
     """The recommended profile's floor, with the counts its exact totals need."""
     median = {**floor["lookups_ms"], **floor["counts_ms"],
               **{name: percentiles(cell.times)["p50"] for name, cell in cells.items() if name.startswith("xf_")}}
+    median.setdefault("xf_tags", median.get("tags", 0.0))  # one term: the seed's tag list is in the same order
     lookups = sum(median.get(name, 0.0) for name in EXACT_FIRST_LOOKUPS["vector" if with_vector else "degraded"])
     return {"floor_ms": round(lookups, 3),
             "floor_with_counts_ms": round(lookups + sum(median.get(name, 0.0) for name in EXACT_FIRST_COUNTS), 3)}

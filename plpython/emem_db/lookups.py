@@ -414,18 +414,19 @@ class Lookups:
         return self.scored(sql, ["tsquery[]", "float8[]", "tsquery[]"], [queries, weights, within])
 
     def term_queries(self, terms: list[list[str]]) -> list[str]:
-        """One tsquery per term: the OR of its variants (spellings), each a phrase of the text
-        search parser's tokens, so that a code matches whole."""
+        """One tsquery per term: the OR of its distinct variants (spellings), each a phrase of the
+        text search parser's tokens, so that a code matches whole. A term whose variants give one
+        lexeme ("Q3", "q3") is that lexeme, whose frequency the column's statistics know."""
         if not terms:
             return []
         numbers = [n for n, variants in enumerate(terms) for _ in variants]
         texts = [text for variants in terms for text in variants]
         rows = self.execute(
             """with variant as (
-                   select v.term, pg_catalog.phraseto_tsquery('emem.exact'::pg_catalog.regconfig, v.text) as q
+                   select distinct v.term, pg_catalog.phraseto_tsquery('emem.exact'::pg_catalog.regconfig, v.text) as q
                    from rows from (pg_catalog.unnest($1::int[]), pg_catalog.unnest($2::text[])) as v (term, text)
                )
-               select emem.tsquery_any(q)::text as query from variant
+               select emem.tsquery_any(q order by q::text)::text as query from variant
                where pg_catalog.numnode(q) > 0
                group by term order by term""", ["int[]", "text[]"], [numbers, texts])
         return [row["query"] for row in rows]
@@ -516,7 +517,7 @@ class ScoredList(Sequence[Candidate]):
     def __init__(self, lookups: Lookups, record_ids: list[int], scores: list[float]) -> None:
         self.lookups = lookups
         self.record_ids = record_ids
-        self.levels = [score_level(score) for score in scores]
+        self.levels = [round(score, 9) for score in scores]  # score_level, inlined: lists run long
         self.loaded: list[Candidate] = []
 
     def __len__(self) -> int:
