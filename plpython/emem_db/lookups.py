@@ -162,15 +162,18 @@ class Lookups:
         row = self.execute(sql, types, args)[0]
         return ScoredList(self, list(row["record_ids"] or ()), [float(s) for s in row["scores"] or ()])
 
-    def distances(self, record_ids: list[int]) -> list[Candidate]:
-        """These records with their distances (no distance degraded), nearest first."""
+    def with_distances(self, record_ids: list[int], scores: list[float]) -> list[Candidate]:
+        """These records with their scores and distances, by score, then distance (degraded: none),
+        then record id."""
         if self.request.degraded:
-            return [Candidate(record_id, None) for record_id in sorted(record_ids)]
+            return [Candidate(record_id, None, (), score)
+                    for score, record_id in sorted(zip(scores, record_ids, strict=True), key=lambda p: (-p[0], p[1]))]
         return self.candidates(
-            f"""select found.record_id, {self.distance_sql()} as distance
-                from pg_catalog.unnest($1::bigint[]) as found (record_id)
-                order by distance nulls last, found.record_id""",
-            ["bigint[]", "public.vector"], [record_ids, self.request.vector])
+            f"""select found.record_id, {self.distance_sql()} as distance, found.score
+                from rows from (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($3::float8[]))
+                     as found (record_id, score)
+                order by found.score desc, distance nulls last, found.record_id""",
+            ["bigint[]", "public.vector", "float8[]"], [record_ids, self.request.vector, scores])
 
     def distance_sql(self) -> str:
         """The cosine distance of a record (found.record_id) to the question ($2); NULL without."""
@@ -533,11 +536,7 @@ class ScoredList(Sequence[Candidate]):
     def load(self, count: int) -> None:
         """Extend what is loaded by whole score levels to at least `count` records."""
         start, end = len(self.loaded), self.level_end(min(count, len(self.record_ids)) - 1)
-        level_of = dict(zip(self.record_ids[start:end], self.levels[start:end], strict=True))
-        nearest = self.lookups.distances(self.record_ids[start:end])
-        self.loaded += sorted(
-            (Candidate(c.record_id, c.distance, (), level_of[c.record_id]) for c in nearest),
-            key=lambda c: (-c.score, *distance_order(c)))
+        self.loaded += self.lookups.with_distances(self.record_ids[start:end], self.levels[start:end])
 
     def level_end(self, start: int) -> int:
         """Where the score level of the record at `start` ends."""
