@@ -769,22 +769,30 @@ class Tier(BroadList):
         self.source = min(parts, key=lambda part: part.size)  # the records to walk when it is read whole
 
     def predicate(self, record_id: str) -> str:
-        held = " and ".join(f"({part.holds(record_id)})" for part in self.parts)
-        not_held = "".join(f" and not ({part.holds(record_id)})" for part in self.others)
-        return f"({held}{not_held} and not ({self.narrow(record_id)}))"
+        return self.holds_also(record_id, self.parts)
+
+    def holds_also(self, record_id: str, parts: Iterable[Part]) -> str:
+        """Holds these parts, none of the other broad ones and nothing narrow."""
+        held = "".join(f"({part.holds(record_id)}) and " for part in parts)
+        not_held = "".join(f"not ({part.holds(record_id)}) and " for part in self.others)
+        return f"({held}{not_held}not ({self.narrow(record_id)}))"
+
+    def source_filter(self) -> str:
+        """What a record of the source part must also hold (it holds the source)."""
+        return self.holds_also("found.record_id", [part for part in self.parts if part is not self.source])
 
     def exact(self) -> list[Candidate]:
         lookups = self.lookups
         return lookups.candidates(  # distance_sql takes the vector as $2; $1 is unused
             f"""select found.record_id, {lookups.distance_sql()} as distance
-                from ({self.source.ids_sql}) as found (record_id) where {self.predicate("found.record_id")}
+                from ({self.source.ids_sql}) as found (record_id) where {self.source_filter()}
                 order by distance nulls last, found.record_id""",
             ["text", "public.vector"], [None, lookups.request.vector], cache=False)
 
     def in_order_degraded(self, limit: int) -> list[Candidate]:
         return self.lookups.candidates(
             f"""select found.record_id, null::float8 as distance
-                from ({self.source.ids_sql}) as found (record_id) where {self.predicate("found.record_id")}
+                from ({self.source.ids_sql}) as found (record_id) where {self.source_filter()}
                 order by found.record_id limit {limit:d}""", [], [], cache=False)
 
 
