@@ -162,24 +162,26 @@ def exact_first_line(kind: str, mode: str, s: dict) -> str:
             f"{fmt(r['exact_first_over_floor_with_counts'], 8, 2)}")
 
 
+TABLES = (
+    ("e_gather_find latency, ms (client wall time, warm; p1/p10 = page 1/10 of 30; tbl = e_gather_find,"
+     " the others e_gather_find_envelope; xf = the recommended exact_first profile;"
+     " page 10 lies past the end when pages < 10)", LATENCY_HEADER, latency_line),
+    ("side by side, p50 ms: find page 1; floor = sum of the four bare lookups for page 1;"
+     " fl+cnt = floor + what the exact totals need (counting tag and full-text matches,"
+     " fetching the 100 + 20 vector candidates);"
+     " hybrid = two-way RRF (HNSW-served), recipe = as published", RATIO_HEADER, ratio_line),
+    ("the recommended profile (xf) against its own floor, p50 ms: xfloor = the bare lookups of its"
+     " components for page 1 (tags by matched terms, full text by summed IDF: unknown terms and content"
+     " words), xfl+cnt = with the counts its totals need (fl+cnt's and the content words' matches);"
+     " xf/fl+c = against the seed's fl+cnt", EXACT_FIRST_HEADER, exact_first_line),
+)
+
+
 def tables(summaries: dict[str, dict]) -> str:
-    lines = ["e_gather_find latency, ms (client wall time, warm; p1/p10 = page 1/10 of 30; tbl = e_gather_find,"
-             " the others e_gather_find_envelope; xf = the recommended exact_first profile;"
-             " page 10 lies past the end when pages < 10)", LATENCY_HEADER]
-    for key, summary in summaries.items():
-        lines.append(latency_line(*key.split("/"), summary))
-    lines += ["", "side by side, p50 ms: find page 1; floor = sum of the four bare lookups for page 1;"
-              " fl+cnt = floor + what the exact totals need (counting tag and full-text matches,"
-              " fetching the 100 + 20 vector candidates);"
-              " hybrid = two-way RRF (HNSW-served), recipe = as published", RATIO_HEADER]
-    for key, summary in summaries.items():
-        lines.append(ratio_line(*key.split("/"), summary))
-    lines += ["", "the recommended profile (xf) against its own floor, p50 ms: xfloor = the bare lookups of its"
-              " components for page 1 (tags by matched terms, full text by summed IDF: unknown terms and content"
-              " words), xfl+cnt = with the counts its totals need (fl+cnt's and the content words' matches);"
-              " xf/fl+c = against the seed's fl+cnt", EXACT_FIRST_HEADER]
-    for key, summary in summaries.items():
-        lines.append(exact_first_line(*key.split("/"), summary))
+    lines: list[str] = []
+    for title, header, line in TABLES:
+        lines += ["", title, header] if lines else [title, header]
+        lines += [line(*key.split("/"), summary) for key, summary in summaries.items()]
     return "\n".join(lines)
 
 
