@@ -72,6 +72,18 @@ def test_opt_in_component_runs_beside_the_seed_lookups_in_its_weight(db, invoice
     assert envelope["pipeline_profile"] == {"record_vectors": 1, "tags_by_terms": 1}
 
 
+def test_explain_ranks_a_row_deep_in_a_scored_list(db, invoices: dict[str, int]) -> None:
+    """The page reaches the invoices' score levels of tags_by_terms only; explain still ranks the
+    memos that record_vectors placed: after the ten invoices, nearest first."""
+    db.execute("set emem.pipeline_profile = 'record_vectors:1, tags_by_terms:1'")
+    explained = db.execute(
+        "select emem.e_gather_explain('zentrix invoice INV-2031', '[0,1,0]', 1, 4)").fetchone()[0]
+    memos = [row for row in explained["rows"] if row["placed_by"] == "record_vectors"]
+    assert [row["record_id"] for row in memos] == [invoices["memo"], invoices["memo"] + 1]
+    assert [row["list_ranks"]["tags_by_terms"] for row in memos] == [11, 12]
+    assert [row["list_ranks"]["record_vectors"] for row in memos] == [1, 2]
+
+
 @pytest.mark.parametrize("profile", ["tags_by_terms:0", "fulltext_words, fulltext_words", "tags_by_term"])
 def test_bad_opt_in_profiles_are_refused(db, invoices: dict[str, int], profile: str) -> None:
     db.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))

@@ -215,13 +215,14 @@ class Gather:
 
     def explain(self, role: str, question: str | None, vector: str | None, page: int, page_size: int) -> dict:
         """For DBAs: the analysed question, each lookup's size and time, and per row of the page
-        its rank in each lookup's list (null: not in it, or beyond what a lazily read list fetched)."""
+        its rank in each lookup's list (null: not in it, or beyond what a broad list fetched)."""
         self.check_page(page, page_size)
         caller = self.caller(role)
         request = self.request(question, vector)
         result = self.page_of(request, page, page_size)
         analysis = request.analysis
-        list_ranks = {name: positions(candidates) for name, candidates in result.lists.items()}
+        page_ids = [place.record_id for place in result.places]
+        list_ranks = {name: positions(candidates, page_ids) for name, candidates in result.lists.items()}
         return {
             "question": {
                 "terms": analysis.terms,

@@ -538,6 +538,13 @@ class ScoredList(Sequence[Candidate]):
         start, end = len(self.loaded), self.level_end(min(count, len(self.record_ids)) - 1)
         self.loaded += self.lookups.with_distances(self.record_ids[start:end], self.levels[start:end])
 
+    def read_through(self, record_ids: Iterable[int]) -> None:
+        """Load the levels of these records, where the list holds them."""
+        wanted = set(record_ids)
+        last = max((n for n, record_id in enumerate(self.record_ids) if record_id in wanted), default=-1)
+        if last >= len(self.loaded):
+            self.load(last + 1)
+
     def level_end(self, start: int) -> int:
         """Where the score level of the record at `start` ends."""
         return bisect.bisect_right(self.levels, -self.levels[start], lo=start, key=operator.neg)
@@ -863,10 +870,13 @@ def members(candidates: Sequence[Candidate], ids: Iterable[int]) -> set[int]:
     return set(record_ids(candidates)) & set(ids)
 
 
-def positions(candidates: Sequence[Candidate]) -> dict[int, int]:
-    """Each record's rank (from 1) in a list, as far as the list was read."""
+def positions(candidates: Sequence[Candidate], wanted: Iterable[int]) -> dict[int, int]:
+    """Each record's rank (from 1) in a list, as far as the list was read; a scored list first
+    reads the score levels of the `wanted` records it holds (their distances decide their ranks)."""
     read = candidates.loaded if isinstance(candidates, BroadList) else candidates
-    read = read.loaded if isinstance(read, ScoredList) else read
+    if isinstance(read, ScoredList):
+        read.read_through(wanted)
+        read = read.loaded
     return {c.record_id: rank for rank, c in enumerate(read, start=1)}
 
 
