@@ -177,13 +177,16 @@ def installable(db: psycopg.Connection, version: str) -> Iterator[None]:
     """Makes release `version` installable while the test runs: from the server's extension
     directory when it holds that version, else from the frozen script in sql/releases/."""
     available = {r[0] for r in db.execute("select version from pg_available_extension_versions where name = 'emem'")}
-    if version in available:
-        yield
-        return
     frozen = RELEASES / f"emem--{version}.sql"
     assert frozen.exists(), f"release {version} has no frozen install script {frozen.relative_to(ROOT)}"
     sharedir = Path(db.execute("select setting from pg_config where name = 'SHAREDIR'").fetchone()[0])
     target = sharedir / "extension" / frozen.name
+    if version in available:
+        assert target.read_text() == frozen.read_text(), (
+            f"the server's {target} is not release {version} as shipped ({frozen.relative_to(ROOT)}): "
+            "a stale install from an older checkout; remove it or copy the frozen script over it")
+        yield
+        return
     if not os.access(target.parent, os.W_OK):
         pytest.skip(f"release {version} is not installed and {target.parent} is not writable: "
                     f"install {frozen.relative_to(ROOT)} there")
