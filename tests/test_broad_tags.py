@@ -128,3 +128,25 @@ def test_broad_tag_and_broad_term_together_count_each_record_once(broad: psycopg
     terms = set(exact_term_order(broad))
     for row in result["rows"]:
         assert ("fulltext" in row["found_by"]) == (row["record_id"] in terms or "INV-7" in row["content"])
+
+
+def test_edge_endpoints_count_once_beside_broad_lists(broad: psycopg.Connection) -> None:
+    """Records reached only by an edge whose label the question names join the union of several
+    broad lists once, as do the endpoints of such an edge that the lists hold already."""
+    plain = [r[0] for r in broad.execute("select record_id from emem.put_records(%s)", (json.dumps(
+        [{"kind": "note", "content": f"plain {i}", "lane": "l"} for i in range(6)]),))]
+    tagged = broad.execute("select min(record_id) from emem.record_tags where tag = 'rare'").fetchone()[0]
+    for start, end in [(plain[0], plain[1]), (plain[2], plain[3]), (plain[4], tagged), (plain[4], plain[5])]:
+        broad.execute("""select emem.link_records(%s, %s, 'paid', '{"for": "rare"}')""", (start, end))
+    result = envelope(broad, "broad rare Q3 INV-7", QUESTION_VECTOR, 1, 30)
+    expected = broad.execute(
+        """select count(*) from (select record_id from emem.record_tags where tag in ('broad', 'rare')
+           union select record_id from emem.records
+                 where content_search @@ (phraseto_tsquery('emem.exact', 'Q3')
+                                          || phraseto_tsquery('emem.exact', 'INV-7'))
+           union select unnest(array[from_record_id, to_record_id]) from emem.edges
+           union (select record_id from emem.record_vectors
+                  order by embedding <=> %s::vector limit 100)) as u""", (str(QUESTION_VECTOR),)).fetchone()[0]
+    without_plain = broad.execute(
+        "select count(distinct record_id) from emem.record_tags where tag in ('broad', 'rare')").fetchone()[0]
+    assert result["total_candidates"] == expected and expected >= without_plain + len(plain)

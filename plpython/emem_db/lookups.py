@@ -573,8 +573,12 @@ class BroadList:
         raise NotImplementedError
 
     def candidate_ids_sql(self) -> str:
-        """A query of the distinct candidate record ids."""
+        """A query of the candidate record ids, less those of known_ids."""
         raise NotImplementedError
+
+    def known_ids(self) -> Sequence[int]:
+        """Candidate record ids already at hand, which candidate_ids_sql need not find again."""
+        return ()
 
     def size(self) -> int:
         raise NotImplementedError
@@ -663,8 +667,10 @@ class BroadTagList(BroadList):
 
     def candidate_ids_sql(self) -> str:
         tags = quoted_array(self.lookups.plpy, self.match.tags, "text")
-        return (f"select rt.record_id from emem.record_tags as rt where rt.tag operator(pg_catalog.=) any ({tags})"
-                f" union {self.edge_endpoints_sql()}")
+        return f"select rt.record_id from emem.record_tags as rt where rt.tag operator(pg_catalog.=) any ({tags})"
+
+    def known_ids(self) -> Sequence[int]:
+        return self.match.edge_endpoints
 
     def size(self) -> int:
         """The largest tag's count, plus what the other tags and the edges add."""
@@ -759,6 +765,9 @@ class TieredList(BroadList):
 
     def candidate_ids_sql(self) -> str:
         return self.whole.candidate_ids_sql()
+
+    def known_ids(self) -> Sequence[int]:
+        return self.whole.known_ids()
 
     def size(self) -> int:
         return self.whole.size()
@@ -892,6 +901,7 @@ def total_candidates(lists: dict[str, Sequence[Candidate]]) -> int:
         return len(fetched)
     lookups = broad[0].lookups
     if len(broad) > 1:
+        fetched.update(record_id for b in broad for record_id in b.known_ids())
         union = " union ".join(f"({b.candidate_ids_sql()})" for b in broad)
         return lookups.execute(
             f"select pg_catalog.count(*) as n from ({union} union select pg_catalog.unnest($1::bigint[])) as c",
