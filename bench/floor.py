@@ -86,10 +86,10 @@ class TagSchema:
         return f"select record_id from ({self.tagged_rows}) as tagged union select endpoint from ({EDGE_ROWS}) as ends"
 
 
-def any_term(question: Question) -> sql.Composable:
-    """The OR of the question's full-text terms, each a phrase of the emem.exact configuration."""
+def any_term(terms: tuple[str, ...]) -> sql.Composable:
+    """The OR of full-text terms, each a phrase of the emem.exact configuration."""
     return sql.SQL(" || ").join(
-        sql.SQL("phraseto_tsquery('emem.exact', {})").format(sql.Literal(term)) for term in question.fulltext_terms)
+        sql.SQL("phraseto_tsquery('emem.exact', {})").format(sql.Literal(term)) for term in terms)
 
 
 def matched_term_count(question: Question) -> sql.Composable:
@@ -123,11 +123,6 @@ class WeightedTerms:
             if df > 0 and not (leave_out_common and df >= common):
                 kept.append((term, math.log(1 + (records - df + 0.5) / (df + 0.5))))
         return cls(tuple(t for t, _ in kept), tuple(w for _, w in kept))
-
-    @property
-    def any_term(self) -> sql.Composable:
-        return sql.SQL(" || ").join(sql.SQL("phraseto_tsquery('emem.exact', {})").format(sql.Literal(t))
-                                    for t in self.terms)
 
     @property
     def score(self) -> sql.Composable:
@@ -195,7 +190,7 @@ class Floor:
                 bare.append(Bare(name, self.scored_fulltext(weighted, with_vector), params))
         if words.terms:
             bare.append(Bare("xf_words_count", sql.SQL(
-                "select count(*) from emem.records as r where r.content_search @@ ({})").format(words.any_term),
+                "select count(*) from emem.records as r where r.content_search @@ ({})").format(any_term(words.terms)),
                 params))
         return bare
 
@@ -205,7 +200,7 @@ class Floor:
             query = SCORED_PAGE.format(scored=scored, distance=distance(self.dimension), space=self.space)
         else:
             query = f"{scored} order by score desc, r.record_id limit %(k)s"
-        return sql.SQL(query).format(score=weighted.score, any_term=weighted.any_term)
+        return sql.SQL(query).format(score=weighted.score, any_term=any_term(weighted.terms))
 
     def tags_exact(self, params: dict) -> Bare:
         query = f"""
@@ -261,7 +256,7 @@ class Floor:
             from emem.records as r
             left join emem.record_vectors as rv on rv.space_id = {self.space} and rv.record_id = r.record_id
             where r.content_search @@ ({{any_term}})
-            order by distance nulls last, r.record_id limit %(k)s""").format(any_term=any_term(question))
+            order by distance nulls last, r.record_id limit %(k)s""").format(any_term=any_term(question.fulltext_terms))
         return Bare("fulltext", query, params)
 
     def fulltext_degraded(self, question: Question, params: dict) -> Bare:
@@ -270,12 +265,12 @@ class Floor:
             from emem.records as r
             where r.content_search @@ ({any_term})
             order by matched_terms desc, rank desc, r.record_id limit %(k)s""").format(
-            matched=matched_term_count(question), any_term=any_term(question))
+            matched=matched_term_count(question), any_term=any_term(question.fulltext_terms))
         return Bare("fulltext", query, params)
 
     def fulltext_count(self, question: Question, params: dict) -> Bare:
         query = sql.SQL("select count(*) from emem.records as r where r.content_search @@ ({any_term})").format(
-            any_term=any_term(question))
+            any_term=any_term(question.fulltext_terms))
         return Bare("fulltext_count", query, params)
 
     def record_vectors(self, params: dict) -> Bare:

@@ -876,7 +876,7 @@ def members(candidates: Sequence[Candidate], ids: Iterable[int]) -> set[int]:
     """Which of these records a list holds."""
     if isinstance(candidates, BroadList):
         return candidates.members(ids)
-    return set(record_ids(candidates)) & set(ids)
+    return set(ids).intersection(record_ids(candidates))  # a page's few ids against a long list
 
 
 def positions(candidates: Sequence[Candidate], wanted: Iterable[int]) -> dict[int, int]:
