@@ -42,13 +42,16 @@ uninstall-plpython:
 
 .PHONY: install-plpython uninstall-plpython test bench eval
 
+# The client, tests, benchmark and evaluation run in the project's virtual environment (setup.sh).
+PYTHON ?= .venv/bin/python
+
 test:
 	bash scripts/test.sh
 
 # Recall of the pipeline profiles on a generated corpus: EVAL_ARGS=--grid tries more weightings.
 eval:
-	python3 evaluation/run.py $(EVAL_ARGS)
+	$(PYTHON) evaluation/run.py $(EVAL_ARGS)
 
 # The benchmark (not a test): BENCH_ARGS="--records 1000000" for the 1M run.
 bench:
-	python3 bench/run.py $(BENCH_ARGS)
+	$(PYTHON) bench/run.py $(BENCH_ARGS)

@@ -17,7 +17,8 @@ export EMEM_DSN="host=$PGHOST port=$PGPORT user=$PGUSER dbname=$database"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
 say() { printf '\n== %s\n' "$*"; }
-emem() { python3 -m emem_client.cli "$@"; }  # the `emem` command, even where pip's scripts are not on PATH
+python=.venv/bin/python  # the project's virtual environment (scripts/setup.sh makes it)
+emem() { "$python" -m emem_client.cli "$@"; }  # the `emem` command, whatever is on PATH
 started=$SECONDS
 
 say "database $database with the emem extension"
@@ -44,7 +45,7 @@ emem ingest conversations --lane team examples/conversations.json
 say "emem find: the README's question"
 emem find "How many WAL sender processes may run at once?" --page-size 8
 
-python3 scripts/main_job.py
+"$python" scripts/main_job.py
 
 say "the timeline: the conversation turns of 4 to 6 March 2024 tagged ops"
 emem timeline --from 2024-03-04 --to 2024-03-07 --kind conversation --tag ops --page-size 5

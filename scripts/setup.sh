@@ -25,7 +25,7 @@ pg_bin=/usr/lib/postgresql/$pg_major/bin
 
 debian_packages=(
   "postgresql-$pg_major" "postgresql-server-dev-$pg_major" "postgresql-plpython3-$pg_major"
-  "postgresql-doc-$pg_major" python3-nltk wordnet-base build-essential dpkg-dev python3-pip
+  "postgresql-doc-$pg_major" python3-nltk wordnet-base build-essential dpkg-dev python3-venv
 )
 missing=()
 for p in "${debian_packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -55,9 +55,20 @@ if [ ! -f "$($PG_CONFIG --sharedir)/extension/vector.control" ]; then
   fi
 fi
 
-say "installing Python packages"
-python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore torch==2.13.0
-python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[test,embedded]'
+# The client, the command line, the tests and the benchmark live in the project's own virtual
+# environment, made from Debian's Python (PEP 668 keeps pip out of the system's); the in-database
+# modules need only Debian's packages. Whatever python3 comes first on PATH does not matter.
+venv=.venv
+if [ ! -x "$venv/bin/python" ]; then
+  say "creating the virtual environment $venv"
+  /usr/bin/python3 -m venv "$venv"
+fi
+say "installing Python packages into $venv"
+pip_install() { "$venv/bin/python" -m pip install -q --disable-pip-version-check "$@"; }
+pip_install torch==2.13.0  # pinned: this release has a CPU build; an unpinned torch pulls CUDA
+pip_install -e '.[test,embedded,server,bench]'
+# The `emem` command from any new shell: a launcher on PATH that runs the venv's entry point.
+ln -sf "$PWD/$venv/bin/emem" /usr/local/bin/emem
 
 say "building and installing the extension"
 make -s PG_CONFIG="$PG_CONFIG"

@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --no-demo
 export EMEM_PGPORT=${EMEM_PGPORT:-5433}
-python3 -m ruff check .
-python3 -m pytest "$@"
+python=.venv/bin/python  # the project's virtual environment (made by setup.sh)
+"$python" -m ruff check .
+"$python" -m pytest "$@"
