@@ -28,10 +28,29 @@ LEXICON_PATH = Path(__file__).resolve().parent.parent / "plpython" / "emem_db" /
 BROAD_TAGS = {"project": 0.15, "meeting": 0.12, "customer": 0.10, "invoice": 0.05}
 MULTI_WORD_TAGS = ("project apollo", "project hermes", "customer:acme", "customer:globex")
 # Words the questions use and that must match no tag, edge label or full-text term.
-RESERVED_WORDS = frozenset({
-    "team", "feel", "weekend", "decide", "pay", "plan", "happen", "say", "think", "note", "thing",
-    "apollo", "hermes", "acme", "globex", "paid", "open", "overdue", "disputed",
-})
+RESERVED_WORDS = frozenset(
+    {
+        "team",
+        "feel",
+        "weekend",
+        "decide",
+        "pay",
+        "plan",
+        "happen",
+        "say",
+        "think",
+        "note",
+        "thing",
+        "apollo",
+        "hermes",
+        "acme",
+        "globex",
+        "paid",
+        "open",
+        "overdue",
+        "disputed",
+    }
+)
 LANES = {"team": 0.7, "ops": 0.2, "private": 0.1}
 # Kinds of single records; conversation threads (4 to 16 turns) make up THREAD_SHARE of the records.
 SINGLE_KINDS = {"note": 0.88, "entity": 0.05, "file": 0.07}
@@ -68,8 +87,12 @@ class Record:
     def item(self, vector: np.ndarray) -> dict:
         """The put_records item of this record with its vector."""
         item: dict = {
-            "kind": self.kind, "content": self.content, "lane": self.lane, "tags": self.tags,
-            "occurred_at": self.occurred_at, "metadata": self.metadata,
+            "kind": self.kind,
+            "content": self.content,
+            "lane": self.lane,
+            "tags": self.tags,
+            "occurred_at": self.occurred_at,
+            "metadata": self.metadata,
             "vector": "[" + ",".join(f"{x:.6f}" for x in vector.tolist()) + "]",  # pgvector's text: the fast form
         }
         if self.thread_id is not None:
@@ -187,8 +210,10 @@ class Corpus:
         if self.rng.random() < 0.5:
             code = self.code()
             metadata["code"] = code
-            return (f"{name} {self.rng.choice(VERBS)} invoice {code} for {self.amount()} about the {first} "
-                    f"and the {second} in {self.quarter()}.")
+            return (
+                f"{name} {self.rng.choice(VERBS)} invoice {code} for {self.amount()} about the {first} "
+                f"and the {second} in {self.quarter()}."
+            )
         return f"Notes on the {first}: {name} expects the {second} to affect the {third} by {self.quarter()}."
 
     def single(self, kind: str, cluster: int) -> Record:
@@ -199,14 +224,26 @@ class Corpus:
         elif kind == "entity":
             name = self.name()
             metadata["name"] = name
-            content = (f"{name}, {self.topics[cluster][0]} lead; contact {name.lower()}@example.com, "
-                       f"budget {self.amount()}.")
+            content = (
+                f"{name}, {self.topics[cluster][0]} lead; contact {name.lower()}@example.com, budget {self.amount()}."
+            )
         else:
             thread_id, position = f"file-{self.emitted}", 0
-            content = (f"Chapter on the {self.topics[cluster][1]}: the {self.topics[cluster][2]} budget is "
-                       f"{self.amount()} for {self.quarter()}.")
-        return Record(kind, content, weighted_choice(self.rng, LANES), self.tags(cluster), cluster,
-                      self.moment(), metadata, thread_id, position)
+            content = (
+                f"Chapter on the {self.topics[cluster][1]}: the {self.topics[cluster][2]} budget is "
+                f"{self.amount()} for {self.quarter()}."
+            )
+        return Record(
+            kind,
+            content,
+            weighted_choice(self.rng, LANES),
+            self.tags(cluster),
+            cluster,
+            self.moment(),
+            metadata,
+            thread_id,
+            position,
+        )
 
     def thread(self, cluster: int) -> list[Record]:
         turns = self.rng.randint(*THREAD_TURNS)
@@ -220,9 +257,19 @@ class Corpus:
             first, second, _ = self.topics[cluster]
             extra = f" Invoice {self.code()} is {self.rng.choice(STATUSES)}." if self.rng.random() < 0.15 else ""
             content = f"{speaker}: what about the {first}? The {second} moves to {self.quarter()}.{extra}"
-            records.append(Record("conversation", content, lane, self.tags(cluster), cluster,
-                                  self.moment(day, position * 3), {"cluster": cluster, "name": speaker},
-                                  thread_id, position))
+            records.append(
+                Record(
+                    "conversation",
+                    content,
+                    lane,
+                    self.tags(cluster),
+                    cluster,
+                    self.moment(day, position * 3),
+                    {"cluster": cluster, "name": speaker},
+                    thread_id,
+                    position,
+                )
+            )
         return records
 
     def edges(self, records: list[Record], first_index: int) -> list[Edge]:
@@ -232,8 +279,11 @@ class Corpus:
             index = first_index + offset
             peers = self.recent.setdefault(record.cluster, [])
             if peers and self.rng.random() < 0.25:
-                properties = {"by": str(record.metadata.get("name", self.name())), "amount": self.amount(),
-                              "status": self.rng.choice(STATUSES)}
+                properties = {
+                    "by": str(record.metadata.get("name", self.name())),
+                    "amount": self.amount(),
+                    "status": self.rng.choice(STATUSES),
+                }
                 code = record.metadata.get("code")
                 if code:
                     properties["invoice"] = str(code)
@@ -269,7 +319,7 @@ def windows(positions: list[int]) -> list[list[int]]:
     """Runs of WINDOW_SIZE consecutive positions with stride WINDOW_STRIDE (the last run may be shorter)."""
     runs = []
     for start in range(0, max(1, len(positions) - 1), WINDOW_STRIDE):
-        run = positions[start: start + WINDOW_SIZE]
+        run = positions[start : start + WINDOW_SIZE]
         if len(run) >= 2:
             runs.append(run)
     return runs

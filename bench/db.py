@@ -49,9 +49,12 @@ def timed(conn: psycopg.Connection, sql: str, params: tuple | dict | None = None
 
 def install_script_md5(conn: psycopg.Connection) -> str | None:
     """md5 of the emem install script this server would run now (it changes with `make install`)."""
-    script = scalar(conn, """
+    script = scalar(
+        conn,
+        """
         select md5(pg_read_binary_file(c.setting || '/extension/emem--' || e.default_version || '.sql'))
-        from pg_config as c, pg_available_extensions as e where c.name = 'SHAREDIR' and e.name = 'emem'""")
+        from pg_config as c, pg_available_extensions as e where c.name = 'SHAREDIR' and e.name = 'emem'""",
+    )
     return str(script) if script else None
 
 

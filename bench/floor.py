@@ -73,12 +73,14 @@ class TagSchema:
                 f"""exists (select from emem.record_tags as rt where rt.record_id = {{alias}}.record_id
                             and rt.tag = any (array(select v.tag from emem.tag_vocabulary as v
                                                     where {MATCHES_TERMS.format(column="v.tag_terms")})))""",
-                True)
+                True,
+            )
         return cls(
             f"""select rt.record_id, rt.tag_terms from emem.record_tags as rt
                 where {MATCHES_TERMS.format(column="rt.tag_terms")}""",
             f"""exists (select from emem.record_tags as rt where rt.record_id = {{alias}}.record_id
-                        and {MATCHES_TERMS.format(column="rt.tag_terms")})""")
+                        and {MATCHES_TERMS.format(column="rt.tag_terms")})""",
+        )
 
     @property
     def matches(self) -> str:
@@ -89,13 +91,15 @@ class TagSchema:
 def any_term(terms: tuple[str, ...]) -> sql.Composable:
     """The OR of full-text terms, each a phrase of the emem.exact configuration."""
     return sql.SQL(" || ").join(
-        sql.SQL("phraseto_tsquery('emem.exact', {})").format(sql.Literal(term)) for term in terms)
+        sql.SQL("phraseto_tsquery('emem.exact', {})").format(sql.Literal(term)) for term in terms
+    )
 
 
 def matched_term_count(question: Question) -> sql.Composable:
     return sql.SQL(" + ").join(
         sql.SQL("(r.content_search @@ phraseto_tsquery('emem.exact', {}))::int").format(sql.Literal(term))
-        for term in question.fulltext_terms)
+        for term in question.fulltext_terms
+    )
 
 
 def distance(dimension: int, alias: str = "rv") -> str:
@@ -112,14 +116,18 @@ class WeightedTerms:
 
     @classmethod
     def of(cls, conn: psycopg.Connection, terms: tuple[str, ...], leave_out_common: bool) -> WeightedTerms:
-        records = float(conn.execute("select reltuples from pg_class where oid = 'emem.records'::regclass"
-                                     ).fetchone()[0])
+        records = float(
+            conn.execute("select reltuples from pg_class where oid = 'emem.records'::regclass").fetchone()[0]
+        )
         common = min(DOCUMENT_FREQUENCY_CAP, max(COMMON_WORD_FLOOR, COMMON_WORD_SHARE * records))
         kept = []
         for term in dict.fromkeys(terms):
-            df = conn.execute(f"""select count(*) from (select from emem.records as r
+            df = conn.execute(
+                f"""select count(*) from (select from emem.records as r
                                   where r.content_search @@ phraseto_tsquery('emem.exact', %s)
-                                  limit {DOCUMENT_FREQUENCY_CAP}) as matching""", (term,)).fetchone()[0]
+                                  limit {DOCUMENT_FREQUENCY_CAP}) as matching""",
+                (term,),
+            ).fetchone()[0]
             if df > 0 and not (leave_out_common and df >= common):
                 kept.append((term, math.log(1 + (records - df + 0.5) / (df + 0.5))))
         return cls(tuple(t for t, _ in kept), tuple(w for _, w in kept))
@@ -128,7 +136,10 @@ class WeightedTerms:
     def score(self) -> sql.Composable:
         return sql.SQL(" + ").join(
             sql.SQL("{} * (r.content_search @@ phraseto_tsquery('emem.exact', {}))::int").format(
-                sql.Literal(w), sql.Literal(t)) for t, w in zip(self.terms, self.weights, strict=True))
+                sql.Literal(w), sql.Literal(t)
+            )
+            for t, w in zip(self.terms, self.weights, strict=True)
+        )
 
 
 # A list ordered by a score, then distance: the records of the best scores down to the page's last
@@ -156,23 +167,37 @@ class Floor:
         params = {"terms": list(question.terms), "vector": question.vector if with_vector else None, "k": self.k}
         bare = [self.tags_count(params)]
         if with_vector:
-            bare += [self.tags_exact(params), self.tags_hnsw(params), self.record_vectors(params),
-                     self.window_vectors(params)]
+            bare += [
+                self.tags_exact(params),
+                self.tags_hnsw(params),
+                self.record_vectors(params),
+                self.window_vectors(params),
+            ]
         else:
             bare.append(self.tags_degraded(params))
             if len(question.terms) == 1 and self.schema.has_vocabulary:
                 bare.append(self.tags_by_id(params))
         if with_vector:
-            bare.append(Bare("vectors_count", sql.SQL(
-                f"select bench.vector_candidates(%(vector)s::vector, {RECORD_VECTOR_CANDIDATES}, "
-                f"{WINDOW_VECTOR_CANDIDATES})"), params))
+            bare.append(
+                Bare(
+                    "vectors_count",
+                    sql.SQL(
+                        f"select bench.vector_candidates(%(vector)s::vector, {RECORD_VECTOR_CANDIDATES}, "
+                        f"{WINDOW_VECTOR_CANDIDATES})"
+                    ),
+                    params,
+                )
+            )
         if question.fulltext_terms:
-            bare += [self.fulltext_count(question, params),
-                     self.fulltext(question, params) if with_vector else self.fulltext_degraded(question, params)]
+            bare += [
+                self.fulltext_count(question, params),
+                self.fulltext(question, params) if with_vector else self.fulltext_degraded(question, params),
+            ]
         return bare
 
-    def exact_first_queries(self, question: Question, with_vector: bool, rare: WeightedTerms,
-                            words: WeightedTerms) -> list[Bare]:
+    def exact_first_queries(
+        self, question: Question, with_vector: bool, rare: WeightedTerms, words: WeightedTerms
+    ) -> list[Bare]:
         """The opt-in components' lists for page 1 (xf_*), where they differ from the seed's:
         tags by matched terms then distance (degraded or with one term, the seed's tag list is
         already in that order), full text by summed IDF then distance, and counting the content
@@ -183,15 +208,26 @@ class Floor:
             scored = f"""with matched (record_id, terms) as ({self.schema.tagged_rows} union all {EDGE_ROWS})
                          select m.record_id, count(distinct t) as score
                          from matched as m cross join lateral unnest(m.terms) as t group by m.record_id"""
-            bare.append(Bare("xf_tags", sql.SQL(SCORED_PAGE.format(
-                scored=scored, distance=distance(self.dimension), space=self.space)), params))
+            bare.append(
+                Bare(
+                    "xf_tags",
+                    sql.SQL(SCORED_PAGE.format(scored=scored, distance=distance(self.dimension), space=self.space)),
+                    params,
+                )
+            )
         for name, weighted in (("xf_fulltext_by_rarity", rare), ("xf_fulltext_words", words)):
             if weighted.terms:
                 bare.append(Bare(name, self.scored_fulltext(weighted, with_vector), params))
         if words.terms:
-            bare.append(Bare("xf_words_count", sql.SQL(
-                "select count(*) from emem.records as r where r.content_search @@ ({})").format(any_term(words.terms)),
-                params))
+            bare.append(
+                Bare(
+                    "xf_words_count",
+                    sql.SQL("select count(*) from emem.records as r where r.content_search @@ ({})").format(
+                        any_term(words.terms)
+                    ),
+                    params,
+                )
+            )
         return bare
 
     def scored_fulltext(self, weighted: WeightedTerms, with_vector: bool) -> sql.Composable:
@@ -265,12 +301,14 @@ class Floor:
             from emem.records as r
             where r.content_search @@ ({any_term})
             order by matched_terms desc, rank desc, r.record_id limit %(k)s""").format(
-            matched=matched_term_count(question), any_term=any_term(question.fulltext_terms))
+            matched=matched_term_count(question), any_term=any_term(question.fulltext_terms)
+        )
         return Bare("fulltext", query, params)
 
     def fulltext_count(self, question: Question, params: dict) -> Bare:
         query = sql.SQL("select count(*) from emem.records as r where r.content_search @@ ({any_term})").format(
-            any_term=any_term(question.fulltext_terms))
+            any_term=any_term(question.fulltext_terms)
+        )
         return Bare("fulltext_count", query, params)
 
     def record_vectors(self, params: dict) -> Bare:
@@ -366,5 +404,11 @@ def create_hybrids(conn: psycopg.Connection, space: int, dimension: int) -> None
 
 def hybrid_queries(question: Question, with_vector: bool, page_size: int) -> list[Bare]:
     params = {"text": question.websearch_text, "vector": question.vector if with_vector else None, "k": page_size}
-    return [Bare(name, sql.SQL("select * from bench.{}(%(text)s, %(vector)s::vector, %(k)s)").format(
-        sql.Identifier(name)), params) for name in HYBRIDS]
+    return [
+        Bare(
+            name,
+            sql.SQL("select * from bench.{}(%(text)s, %(vector)s::vector, %(k)s)").format(sql.Identifier(name)),
+            params,
+        )
+        for name in HYBRIDS
+    ]

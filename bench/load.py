@@ -55,10 +55,12 @@ class LoadReport:
         figures["records_per_second"] = round(self.records_per_second)
         figures["edges_per_second"] = round(self.edges / self.edges_seconds) if self.edges_seconds else None
         figures["put_window_per_second"] = (
-            round(self.put_window_count / self.put_window_seconds) if self.put_window_seconds else None)
+            round(self.put_window_count / self.put_window_seconds) if self.put_window_seconds else None
+        )
         bulk = self.windows - self.put_window_count
         figures["bulk_windows_per_second"] = (
-            round(bulk / self.bulk_windows_seconds) if self.bulk_windows_seconds else None)
+            round(bulk / self.bulk_windows_seconds) if self.bulk_windows_seconds else None
+        )
         return figures
 
 
@@ -72,6 +74,7 @@ class Target:
 
 # ---- the database ---------------------------------------------------------------------------
 
+
 def stored_corpus(target: Target) -> dict | None:
     """The load report of a complete corpus of the same size and seed in the database, if any."""
     with connection(target.server, "postgres") as admin:
@@ -82,7 +85,8 @@ def stored_corpus(target: Target) -> dict | None:
             return None
         row = conn.execute(
             "select load from bench.corpus where records = %s and seed = %s and completed_at is not null",
-            (target.records, target.seed)).fetchone()
+            (target.records, target.seed),
+        ).fetchone()
         return row[0] if row else None
 
 
@@ -91,20 +95,24 @@ def update_extension(target: Target, script_md5: str | None) -> str | None:
     the version it had, or None when it was at the installed release already."""
     with connection(target.server, target.dbname) as conn:
         installed, default = conn.execute(
-            "select installed_version, default_version from pg_available_extensions where name = 'emem'").fetchone()
+            "select installed_version, default_version from pg_available_extensions where name = 'emem'"
+        ).fetchone()
         if installed == default:
             return None
         conn.execute("alter extension emem update")
         conn.execute(
             """update bench.corpus set load = jsonb_set(load, '{extension_script_md5}', to_jsonb(%s::text))
-               where records = %s and seed = %s""", (script_md5, target.records, target.seed))
+               where records = %s and seed = %s""",
+            (script_md5, target.records, target.seed),
+        )
         return str(installed)
 
 
 def create_database(target: Target) -> None:
     with connection(target.server, "postgres") as admin:
-        admin.execute(psycopg.sql.SQL("drop database if exists {} with (force)").format(
-            psycopg.sql.Identifier(target.dbname)))
+        admin.execute(
+            psycopg.sql.SQL("drop database if exists {} with (force)").format(psycopg.sql.Identifier(target.dbname))
+        )
         admin.execute(psycopg.sql.SQL("create database {}").format(psycopg.sql.Identifier(target.dbname)))
     with connection(target.server, target.dbname) as conn:
         conn.execute("set client_min_messages = warning")
@@ -124,11 +132,13 @@ def space_id(conn: psycopg.Connection) -> int:
 def hnsw_indexes(conn: psycopg.Connection, space: int) -> dict[str, str]:
     rows = conn.execute(
         "select indexname, indexdef from pg_indexes where schemaname = 'emem' and indexname = any (%s)",
-        ([f"record_vectors_space_{space}", f"windows_space_{space}"],)).fetchall()
+        ([f"record_vectors_space_{space}", f"windows_space_{space}"],),
+    ).fetchall()
     return dict(rows)
 
 
 # ---- loading --------------------------------------------------------------------------------
+
 
 class Loader:
     def __init__(self, conn: psycopg.Connection, corpus: Corpus, space: int, batch_size: int) -> None:
@@ -172,10 +182,10 @@ class Loader:
     def put_records(self, payload: str, count: int, tags: int) -> None:
         started = time.perf_counter()
         rows = self.conn.execute(
-            "select record_id from emem.put_records(%s::jsonb, %s) order by item_number",
-            (payload, self.space)).fetchall()
+            "select record_id from emem.put_records(%s::jsonb, %s) order by item_number", (payload, self.space)
+        ).fetchall()
         self.report.put_records_seconds += time.perf_counter() - started
-        self.ids[self.loaded: self.loaded + count] = [row[0] for row in rows]
+        self.ids[self.loaded : self.loaded + count] = [row[0] for row in rows]
         self.report.records += count
         self.report.tags += tags
 
@@ -187,8 +197,13 @@ class Loader:
         self.conn.execute(
             """insert into emem.edges (from_record_id, to_record_id, relation, properties)
                select * from unnest(%s::bigint[], %s::bigint[], %s::text[], %s::jsonb[])""",
-            ([int(self.ids[e.from_index]) for e in edges], [int(self.ids[e.to_index]) for e in edges],
-             [e.relation for e in edges], [json.dumps(e.properties) for e in edges]))
+            (
+                [int(self.ids[e.from_index]) for e in edges],
+                [int(self.ids[e.to_index]) for e in edges],
+                [e.relation for e in edges],
+                [json.dumps(e.properties) for e in edges],
+            ),
+        )
         self.report.edges_seconds += time.perf_counter() - started
         self.report.edges += len(edges)
 
@@ -236,8 +251,15 @@ class Loader:
                from new_windows as w
                join emem.records as r on r.kind = 'conversation' and r.thread_id = w.thread_id
                     and r.thread_position between w.first_position and w.last_position""",
-            (self.space, [run[0] for run in runs], [run[1] for run in runs], first, last,
-             [vector_text(run[3]) for run in runs]))
+            (
+                self.space,
+                [run[0] for run in runs],
+                [run[1] for run in runs],
+                first,
+                last,
+                [vector_text(run[3]) for run in runs],
+            ),
+        )
         self.report.bulk_windows_seconds += time.perf_counter() - started
 
 
@@ -255,8 +277,9 @@ def vacuum_analyze(conn: psycopg.Connection, report: LoadReport) -> None:
     report.vacuum_analyze_seconds = round(time.perf_counter() - started, 2)
 
 
-def build(target: Target, batch_size: int, with_indexes: bool, maintenance_work_mem: str,
-          script_md5: str | None) -> dict:
+def build(
+    target: Target, batch_size: int, with_indexes: bool, maintenance_work_mem: str, script_md5: str | None
+) -> dict:
     """Creates the database and loads the corpus; returns the load report (also stored in bench.corpus)."""
     create_database(target)
     with connection(target.server, target.dbname) as conn:
@@ -274,6 +297,7 @@ def build(target: Target, batch_size: int, with_indexes: bool, maintenance_work_
             rebuild_indexes(conn, definitions, report)
         vacuum_analyze(conn, report)
         summary = report.summary() | {"extension_script_md5": script_md5}
-        conn.execute("insert into bench.corpus values (%s, %s, %s, now())",
-                     (target.records, target.seed, json.dumps(summary)))
+        conn.execute(
+            "insert into bench.corpus values (%s, %s, %s, now())", (target.records, target.seed, json.dumps(summary))
+        )
         return summary

@@ -48,8 +48,9 @@ def percentiles(times: list[float]) -> dict[str, float]:
     }
 
 
-def latency(cells: list[Cell], repetitions: int, warmup: int = 2,
-            progress: Callable[[str], None] | None = None) -> None:
+def latency(
+    cells: list[Cell], repetitions: int, warmup: int = 2, progress: Callable[[str], None] | None = None
+) -> None:
     """Runs every cell `warmup` times untimed, then `repetitions` rounds of every cell, each round
     in a new shuffled order, so that noise from the rest of the machine and the cost of switching
     between connections spread evenly over all cells."""
@@ -65,6 +66,7 @@ def latency(cells: list[Cell], repetitions: int, warmup: int = 2,
 
 
 # ---- fresh connections ----------------------------------------------------------------------
+
 
 def fresh_connections(server: Server, dbname: str, query: Query, params: tuple, count: int) -> dict:
     """Opens `count` new connections; times the connection, its first find and its second; and
@@ -87,9 +89,15 @@ def fresh_connections(server: Server, dbname: str, query: Query, params: tuple, 
             conn.close()
     with server.connect(dbname) as conn:
         series = [round(timed(conn, query, params)[0], 1) for _ in range(8)]
-    return {"connect": percentiles(connect), "first_find": percentiles(first), "second_find": percentiles(second),
-            "first_find_max": round(max(first), 3), "memory": memory, "first_eight_calls": series,
-            "split": first_call_split(server, dbname, query, params, count)}
+    return {
+        "connect": percentiles(connect),
+        "first_find": percentiles(first),
+        "second_find": percentiles(second),
+        "first_find_max": round(max(first), 3),
+        "memory": memory,
+        "first_eight_calls": series,
+        "split": first_call_split(server, dbname, query, params, count),
+    }
 
 
 def first_call_split(server: Server, dbname: str, query: Query, params: tuple, count: int) -> dict:
@@ -106,8 +114,16 @@ def first_call_split(server: Server, dbname: str, query: Query, params: tuple, c
 
 # ---- throughput -----------------------------------------------------------------------------
 
-def _client(server: Server, dbname: str, calls: list[tuple[Query, tuple]], seconds: float,
-            barrier: threading.Barrier, results: list[int], index: int) -> None:
+
+def _client(
+    server: Server,
+    dbname: str,
+    calls: list[tuple[Query, tuple]],
+    seconds: float,
+    barrier: threading.Barrier,
+    results: list[int],
+    index: int,
+) -> None:
     with server.connect(dbname) as conn:
         for query, params in calls:  # warm this backend: modules, lexicon, plans
             conn.execute(query, params).fetchall()
@@ -125,8 +141,10 @@ def throughput(server: Server, dbname: str, calls: list[tuple[Query, tuple]], cl
     """Calls per second of `clients` connections, each cycling through `calls` for `seconds`."""
     barrier = threading.Barrier(clients)
     results = [0] * clients
-    threads = [threading.Thread(target=_client, args=(server, dbname, calls, seconds, barrier, results, i))
-               for i in range(clients)]
+    threads = [
+        threading.Thread(target=_client, args=(server, dbname, calls, seconds, barrier, results, i))
+        for i in range(clients)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -135,6 +153,7 @@ def throughput(server: Server, dbname: str, calls: list[tuple[Query, tuple]], cl
 
 
 # ---- memory ---------------------------------------------------------------------------------
+
 
 def backend_memory(conn: psycopg.Connection) -> dict[str, int | None]:
     """The backend's memory contexts (bytes) and, when the server runs on this machine, its

@@ -61,9 +61,15 @@ def nested_statements(conn: psycopg.Connection, query: str, params: tuple, analy
             notices.append(diagnostic.message_primary)
 
     conn.execute("load 'auto_explain'")
-    for setting, value in (("log_min_duration", "0"), ("log_analyze", "on" if analyze else "off"),
-                           ("log_timing", "off"), ("log_buffers", "on"), ("log_nested_statements", "on"),
-                           ("log_format", "json"), ("log_level", "notice")):
+    for setting, value in (
+        ("log_min_duration", "0"),
+        ("log_analyze", "on" if analyze else "off"),
+        ("log_timing", "off"),
+        ("log_buffers", "on"),
+        ("log_nested_statements", "on"),
+        ("log_format", "json"),
+        ("log_level", "notice"),
+    ):
         conn.execute(f"set auto_explain.{setting} = {value}")
     conn.add_notice_handler(keep)
     try:
@@ -85,13 +91,18 @@ def explain_lookups(conn: psycopg.Connection, question: Question, with_vector: b
     samples: dict[str, list[float]] = {}
     candidates: dict[str, int] = {}
     for _ in range(repetitions):
-        _, rows = timed(conn, "select emem.e_gather_explain(%s, %s::vector)",
-                        (question.text, question.vector if with_vector else None))
+        _, rows = timed(
+            conn,
+            "select emem.e_gather_explain(%s, %s::vector)",
+            (question.text, question.vector if with_vector else None),
+        )
         for name, lookup in rows[0][0]["lookups"].items():
             samples.setdefault(name, []).append(lookup["milliseconds"])
             candidates[name] = lookup["candidates"]
-    return {name: {"in_plpython_ms": round(statistics.median(times), 3), "candidates": candidates[name]}
-            for name, times in samples.items()}
+    return {
+        name: {"in_plpython_ms": round(statistics.median(times), 3), "candidates": candidates[name]}
+        for name, times in samples.items()
+    }
 
 
 def short_plan(plan: dict) -> str:
@@ -100,8 +111,10 @@ def short_plan(plan: dict) -> str:
 
     def walk(node: dict, depth: int) -> None:
         target = node.get("Index Name") or node.get("Relation Name") or ""
-        lines.append(f"{'  ' * depth}{node['Node Type']} {target} rows={node.get('Actual Rows')}"
-                     f" loops={node.get('Actual Loops')}".rstrip())
+        lines.append(
+            f"{'  ' * depth}{node['Node Type']} {target} rows={node.get('Actual Rows')}"
+            f" loops={node.get('Actual Loops')}".rstrip()
+        )
         for child in node.get("Plans", []):
             walk(child, depth + 1)
 
@@ -119,8 +132,10 @@ def statement_parts(conn: psycopg.Connection, query: str, params: tuple, repetit
             totals[statement.lookup] = totals.get(statement.lookup, 0.0) + statement.milliseconds
         for name, milliseconds in totals.items():
             samples.setdefault(name, []).append(milliseconds)
-    parts = {name: {"sql_ms": round(statistics.median(times), 3), "rows": 0, "statements": 0, "plans": []}
-             for name, times in samples.items()}
+    parts = {
+        name: {"sql_ms": round(statistics.median(times), 3), "rows": 0, "statements": 0, "plans": []}
+        for name, times in samples.items()
+    }
     for statement in nested_statements(conn, query, params, analyze=True):
         part = parts.setdefault(statement.lookup, {"sql_ms": None, "rows": 0, "statements": 0, "plans": []})
         part["rows"] += plan_rows(statement.plan)
@@ -132,8 +147,9 @@ def statement_parts(conn: psycopg.Connection, query: str, params: tuple, repetit
     return parts
 
 
-def profile_question(conn: psycopg.Connection, question: Question, with_vector: bool, page_size: int,
-                     repetitions: int) -> dict:
+def profile_question(
+    conn: psycopg.Connection, question: Question, with_vector: bool, page_size: int, repetitions: int
+) -> dict:
     lookups = explain_lookups(conn, question, with_vector, repetitions)
     query = "select emem.e_gather_find_envelope(%s, %s::vector, 1, %s)"
     params = (question.text, question.vector if with_vector else None, page_size)
@@ -210,12 +226,19 @@ plpy.notice("emem-bench-phases " + json.dumps({
 """
 
 
-def plpython_phases(conn: psycopg.Connection, question: Question, with_vector: bool, page_size: int,
-                    repetitions: int) -> dict:
+def plpython_phases(
+    conn: psycopg.Connection, question: Question, with_vector: bool, page_size: int, repetitions: int
+) -> dict:
     """find's phases timed inside the server (the installed emem_db modules, run from a DO block),
     and the top of a cProfile of find: PL/Python's own costs, which auto_explain cannot see."""
-    params = json.dumps({"question": question.text, "vector": question.vector if with_vector else None,
-                         "page_size": page_size, "repetitions": repetitions})
+    params = json.dumps(
+        {
+            "question": question.text,
+            "vector": question.vector if with_vector else None,
+            "page_size": page_size,
+            "repetitions": repetitions,
+        }
+    )
     body = PHASES_BODY.replace("PARAMS", repr(params))
     if "$phases$" in body:
         raise ValueError("the profile's parameters contain its quoting tag")

@@ -34,7 +34,8 @@ def anchor(conn: psycopg.Connection, where: str, params: tuple = ()) -> tuple[in
     count = int(scalar(conn, f"select count(*) from emem.records as r where {where}", params))
     row = conn.execute(
         f"select r.metadata from emem.records as r where {where} order by r.record_id offset %s limit 1",
-        (*params, count // 2)).fetchone()
+        (*params, count // 2),
+    ).fetchone()
     if row is None:
         raise RuntimeError(f"the corpus holds no record where {where}")
     return int(row[0]["cluster"]), row[0]
@@ -43,17 +44,27 @@ def anchor(conn: psycopg.Connection, where: str, params: tuple = ()) -> tuple[in
 def invoice_on_edge(conn: psycopg.Connection, position: float) -> tuple[int, str, str]:
     """(cluster, code, name) of a billed record whose invoice also sits on an edge."""
     count = int(scalar(conn, "select count(*) from emem.edges where properties ? 'invoice'"))
-    record_id = scalar(conn, """select from_record_id from emem.edges where properties ? 'invoice'
-                                order by edge_id offset %s limit 1""", (int(count * position),))
+    record_id = scalar(
+        conn,
+        """select from_record_id from emem.edges where properties ? 'invoice'
+                                order by edge_id offset %s limit 1""",
+        (int(count * position),),
+    )
     metadata = scalar(conn, "select metadata from emem.records where record_id = %s", (record_id,))
     return int(metadata["cluster"]), metadata["code"], metadata["name"]
 
 
 def rare_tag(conn: psycopg.Connection, records: int) -> str:
     wanted = max(3, round(records * RARE_TAG_SHARE))
-    return str(scalar(conn, """
+    return str(
+        scalar(
+            conn,
+            """
         select tag from emem.record_tags where tag ~ '^[a-z]+$'
-        group by tag order by abs(count(*) - %s), tag limit 1""", (wanted,)))
+        group by tag order by abs(count(*) - %s), tag limit 1""",
+            (wanted,),
+        )
+    )
 
 
 def texts(conn: psycopg.Connection, records: int) -> dict[str, tuple[str, int]]:
@@ -61,10 +72,12 @@ def texts(conn: psycopg.Connection, records: int) -> dict[str, tuple[str, int]]:
     code_cluster, code, _ = invoice_on_edge(conn, 0.5)
     mixed_cluster, mixed_code, name = invoice_on_edge(conn, 0.25)
     rare = rare_tag(conn, records)
-    rare_cluster, _ = anchor(conn, "exists (select from emem.record_tags as t where t.record_id = r.record_id"
-                                   " and t.tag = %s)", (rare,))
-    broad_cluster, _ = anchor(conn, "exists (select from emem.record_tags as t where t.record_id = r.record_id"
-                                    " and t.tag = %s)", (BROAD_TAG,))
+    rare_cluster, _ = anchor(
+        conn, "exists (select from emem.record_tags as t where t.record_id = r.record_id and t.tag = %s)", (rare,)
+    )
+    broad_cluster, _ = anchor(
+        conn, "exists (select from emem.record_tags as t where t.record_id = r.record_id and t.tag = %s)", (BROAD_TAG,)
+    )
     return {
         "code_only": (code, code_cluster),
         "rare_tag": (f"what about the {rare}?", rare_cluster),
@@ -79,7 +92,14 @@ def build_questions(conn: psycopg.Connection, corpus: Corpus) -> list[Question]:
     questions = []
     for kind, (text, cluster) in texts(conn, corpus.size).items():
         analysis = scalar(conn, "select emem.analyse_question(%s)", (text,))
-        questions.append(Question(
-            kind, text, vector_text(corpus.near(cluster % corpus.clusters, rng)),
-            tuple(analysis["terms"]), tuple(analysis["known_words"]), tuple(analysis["unknown_terms"])))
+        questions.append(
+            Question(
+                kind,
+                text,
+                vector_text(corpus.near(cluster % corpus.clusters, rng)),
+                tuple(analysis["terms"]),
+                tuple(analysis["known_words"]),
+                tuple(analysis["unknown_terms"]),
+            )
+        )
     return questions

@@ -15,9 +15,10 @@ FLOOR_LOOKUPS = ("tags", "fulltext", "record_vectors", "window_vectors")
 COUNTS = ("tags_count", "fulltext_count", "vectors_count")
 # The recommended profile's floor: its lookups for page 1 (the seed floor's where they are the same)
 # and the seed's counts plus counting the content words' matches.
-EXACT_FIRST_LOOKUPS = {"vector": ("xf_tags", "xf_fulltext_by_rarity", "xf_fulltext_words", "record_vectors",
-                                  "window_vectors"),
-                       "degraded": ("tags", "xf_fulltext_by_rarity", "xf_fulltext_words")}
+EXACT_FIRST_LOOKUPS = {
+    "vector": ("xf_tags", "xf_fulltext_by_rarity", "xf_fulltext_words", "record_vectors", "window_vectors"),
+    "degraded": ("tags", "xf_fulltext_by_rarity", "xf_fulltext_words"),
+}
 EXACT_FIRST_COUNTS = (*COUNTS, "xf_words_count")
 HYBRIDS = ("hybrid", "hybrid_recipe")
 
@@ -66,21 +67,29 @@ def floor_summary(cells: dict[str, Cell], page_size: int) -> dict:
             chosen[lookup] = name
     floor = sum(medians.get(name, 0.0) for name in FLOOR_LOOKUPS)
     counts = sum(medians.get(name, 0.0) for name in COUNTS)
-    return {"lookups_ms": {name: medians[name] for name in FLOOR_LOOKUPS if name in medians},
-            "chosen": {name: chosen[name] for name in FLOOR_LOOKUPS if name in chosen},
-            "counts_ms": {name: medians[name] for name in COUNTS if name in medians},
-            "floor_ms": round(floor, 3), "floor_with_counts_ms": round(floor + counts, 3),
-            "incorrect": incorrect}
+    return {
+        "lookups_ms": {name: medians[name] for name in FLOOR_LOOKUPS if name in medians},
+        "chosen": {name: chosen[name] for name in FLOOR_LOOKUPS if name in chosen},
+        "counts_ms": {name: medians[name] for name in COUNTS if name in medians},
+        "floor_ms": round(floor, 3),
+        "floor_with_counts_ms": round(floor + counts, 3),
+        "incorrect": incorrect,
+    }
 
 
 def exact_first_floor(cells: dict[str, Cell], floor: dict, with_vector: bool) -> dict:
     """The recommended profile's floor, with the counts its exact totals need."""
-    median = {**floor["lookups_ms"], **floor["counts_ms"],
-              **{name: percentiles(cell.times)["p50"] for name, cell in cells.items() if name.startswith("xf_")}}
+    median = {
+        **floor["lookups_ms"],
+        **floor["counts_ms"],
+        **{name: percentiles(cell.times)["p50"] for name, cell in cells.items() if name.startswith("xf_")},
+    }
     median.setdefault("xf_tags", median.get("tags", 0.0))  # one term: the seed's tag list is in the same order
     lookups = sum(median.get(name, 0.0) for name in EXACT_FIRST_LOOKUPS["vector" if with_vector else "degraded"])
-    return {"floor_ms": round(lookups, 3),
-            "floor_with_counts_ms": round(lookups + sum(median.get(name, 0.0) for name in EXACT_FIRST_COUNTS), 3)}
+    return {
+        "floor_ms": round(lookups, 3),
+        "floor_with_counts_ms": round(lookups + sum(median.get(name, 0.0) for name in EXACT_FIRST_COUNTS), 3),
+    }
 
 
 def envelope(cell: Cell) -> dict:
@@ -89,8 +98,12 @@ def envelope(cell: Cell) -> dict:
 
 def envelope_totals(cells: dict[str, Cell]) -> dict:
     first, tenth = envelope(cells["find_p1"]), envelope(cells["find_p10"])
-    return {"total_candidates": first.get("total_candidates"), "total_pages": first.get("total_pages"),
-            "rows_page_1": len(first.get("rows", [])), "rows_page_10": len(tenth.get("rows", []))}
+    return {
+        "total_candidates": first.get("total_candidates"),
+        "total_pages": first.get("total_pages"),
+        "rows_page_1": len(first.get("rows", [])),
+        "rows_page_10": len(tenth.get("rows", [])),
+    }
 
 
 def summarise(cells: dict[str, Cell], page_size: int, with_vector: bool) -> dict:
@@ -100,7 +113,11 @@ def summarise(cells: dict[str, Cell], page_size: int, with_vector: bool) -> dict
     xf_floor = exact_first_floor(cells, floor, with_vector)
     p1 = find["find_p1"]["p50"]
     return {
-        "find": find, "hybrid": hybrid, "floor": floor, "exact_first_floor": xf_floor, **envelope_totals(cells),
+        "find": find,
+        "hybrid": hybrid,
+        "floor": floor,
+        "exact_first_floor": xf_floor,
+        **envelope_totals(cells),
         "ratios": {
             "find_over_floor": ratio(p1, floor["floor_ms"]),
             "find_over_floor_with_counts": ratio(p1, floor["floor_with_counts_ms"]),
@@ -108,15 +125,16 @@ def summarise(cells: dict[str, Cell], page_size: int, with_vector: bool) -> dict
             "find_over_hybrid_recipe": ratio(p1, hybrid["hybrid_recipe"]["p50"]),
             "p95_over_p50": ratio(find["find_p1"]["p95"], p1),
             "page10_over_page1": ratio(find["find_p10"]["p50"], p1),
-            "exact_first_over_floor_with_counts": ratio(find["exact_first_p1"]["p50"],
-                                                        floor["floor_with_counts_ms"]),
-            "exact_first_over_its_floor_with_counts": ratio(find["exact_first_p1"]["p50"],
-                                                            xf_floor["floor_with_counts_ms"]),
+            "exact_first_over_floor_with_counts": ratio(find["exact_first_p1"]["p50"], floor["floor_with_counts_ms"]),
+            "exact_first_over_its_floor_with_counts": ratio(
+                find["exact_first_p1"]["p50"], xf_floor["floor_with_counts_ms"]
+            ),
         },
     }
 
 
 # ---- printing -------------------------------------------------------------------------------
+
 
 def fmt(value: float | int | None, width: int = 7, digits: int = 1) -> str:
     if value is None:
@@ -126,30 +144,38 @@ def fmt(value: float | int | None, width: int = 7, digits: int = 1) -> str:
     return f"{value:.{digits}f}".rjust(width)
 
 
-LATENCY_HEADER = (f"{'question':<13}{'vector':<9}{'p1 p50':>8}{'p1 p95':>8}{'p10 p50':>8}{'p10 p95':>8}"
-                  f"{'tbl p1':>8}{'tbl p10':>8}{'xf p1':>8}{'cands':>7}{'pages':>6}{'rows p10':>9}")
-RATIO_HEADER = (f"{'question':<13}{'vector':<9}{'find':>7}{'floor':>7}{'fl+cnt':>7}{'hybrid':>7}{'recipe':>7}"
-                f"{'f/floor':>8}{'f/fl+c':>8}{'f/hyb':>7}{'p95/50':>7}{'p10/p1':>7}  floor lookups (ms)")
+LATENCY_HEADER = (
+    f"{'question':<13}{'vector':<9}{'p1 p50':>8}{'p1 p95':>8}{'p10 p50':>8}{'p10 p95':>8}"
+    f"{'tbl p1':>8}{'tbl p10':>8}{'xf p1':>8}{'cands':>7}{'pages':>6}{'rows p10':>9}"
+)
+RATIO_HEADER = (
+    f"{'question':<13}{'vector':<9}{'find':>7}{'floor':>7}{'fl+cnt':>7}{'hybrid':>7}{'recipe':>7}"
+    f"{'f/floor':>8}{'f/fl+c':>8}{'f/hyb':>7}{'p95/50':>7}{'p10/p1':>7}  floor lookups (ms)"
+)
 
 
 def latency_line(kind: str, mode: str, s: dict) -> str:
     f = s["find"]
-    return (f"{kind:<13}{mode:<9}{fmt(f['find_p1']['p50'], 8)}{fmt(f['find_p1']['p95'], 8)}"
-            f"{fmt(f['find_p10']['p50'], 8)}{fmt(f['find_p10']['p95'], 8)}{fmt(f['find_table_p1']['p50'], 8)}"
-            f"{fmt(f['find_table_p10']['p50'], 8)}{fmt(f['exact_first_p1']['p50'], 8)}"
-            f"{fmt(s['total_candidates'])}{fmt(s['total_pages'], 6)}"
-            f"{fmt(s['rows_page_10'], 9)}")
+    return (
+        f"{kind:<13}{mode:<9}{fmt(f['find_p1']['p50'], 8)}{fmt(f['find_p1']['p95'], 8)}"
+        f"{fmt(f['find_p10']['p50'], 8)}{fmt(f['find_p10']['p95'], 8)}{fmt(f['find_table_p1']['p50'], 8)}"
+        f"{fmt(f['find_table_p10']['p50'], 8)}{fmt(f['exact_first_p1']['p50'], 8)}"
+        f"{fmt(s['total_candidates'])}{fmt(s['total_pages'], 6)}"
+        f"{fmt(s['rows_page_10'], 9)}"
+    )
 
 
 def ratio_line(kind: str, mode: str, s: dict) -> str:
     r, fl = s["ratios"], s["floor"]
     lookups = " ".join(f"{name}={ms:.1f}" for name, ms in fl["lookups_ms"].items())
     counts = " ".join(f"{name}={ms:.1f}" for name, ms in fl["counts_ms"].items())
-    return (f"{kind:<13}{mode:<9}{fmt(s['find']['find_p1']['p50'])}{fmt(fl['floor_ms'])}"
-            f"{fmt(fl['floor_with_counts_ms'])}{fmt(s['hybrid']['hybrid']['p50'])}"
-            f"{fmt(s['hybrid']['hybrid_recipe']['p50'])}{fmt(r['find_over_floor'], 8, 2)}"
-            f"{fmt(r['find_over_floor_with_counts'], 8, 2)}{fmt(r['find_over_hybrid'], 7, 2)}"
-            f"{fmt(r['p95_over_p50'], 7, 2)}{fmt(r['page10_over_page1'], 7, 2)}  {lookups}; {counts}")
+    return (
+        f"{kind:<13}{mode:<9}{fmt(s['find']['find_p1']['p50'])}{fmt(fl['floor_ms'])}"
+        f"{fmt(fl['floor_with_counts_ms'])}{fmt(s['hybrid']['hybrid']['p50'])}"
+        f"{fmt(s['hybrid']['hybrid_recipe']['p50'])}{fmt(r['find_over_floor'], 8, 2)}"
+        f"{fmt(r['find_over_floor_with_counts'], 8, 2)}{fmt(r['find_over_hybrid'], 7, 2)}"
+        f"{fmt(r['p95_over_p50'], 7, 2)}{fmt(r['page10_over_page1'], 7, 2)}  {lookups}; {counts}"
+    )
 
 
 EXACT_FIRST_HEADER = f"{'question':<13}{'vector':<9}{'xf':>7}{'xfloor':>8}{'xfl+cnt':>8}{'xf/xfl+c':>9}{'xf/fl+c':>8}"
@@ -157,23 +183,37 @@ EXACT_FIRST_HEADER = f"{'question':<13}{'vector':<9}{'xf':>7}{'xfloor':>8}{'xfl+
 
 def exact_first_line(kind: str, mode: str, s: dict) -> str:
     r, fl = s["ratios"], s["exact_first_floor"]
-    return (f"{kind:<13}{mode:<9}{fmt(s['find']['exact_first_p1']['p50'])}{fmt(fl['floor_ms'], 8)}"
-            f"{fmt(fl['floor_with_counts_ms'], 8)}{fmt(r['exact_first_over_its_floor_with_counts'], 9, 2)}"
-            f"{fmt(r['exact_first_over_floor_with_counts'], 8, 2)}")
+    return (
+        f"{kind:<13}{mode:<9}{fmt(s['find']['exact_first_p1']['p50'])}{fmt(fl['floor_ms'], 8)}"
+        f"{fmt(fl['floor_with_counts_ms'], 8)}{fmt(r['exact_first_over_its_floor_with_counts'], 9, 2)}"
+        f"{fmt(r['exact_first_over_floor_with_counts'], 8, 2)}"
+    )
 
 
 TABLES = (
-    ("e_gather_find latency, ms (client wall time, warm; p1/p10 = page 1/10 of 30; tbl = e_gather_find,"
-     " the others e_gather_find_envelope; xf = the recommended exact_first profile;"
-     " page 10 lies past the end when pages < 10)", LATENCY_HEADER, latency_line),
-    ("side by side, p50 ms: find page 1; floor = sum of the four bare lookups for page 1;"
-     " fl+cnt = floor + what the exact totals need (counting tag and full-text matches,"
-     " fetching the 100 + 20 vector candidates);"
-     " hybrid = two-way RRF (HNSW-served), recipe = as published", RATIO_HEADER, ratio_line),
-    ("the recommended profile (xf) against its own floor, p50 ms: xfloor = the bare lookups of its"
-     " components for page 1 (tags by matched terms, full text by summed IDF: unknown terms and content"
-     " words), xfl+cnt = with the counts its totals need (fl+cnt's and the content words' matches);"
-     " xf/fl+c = against the seed's fl+cnt", EXACT_FIRST_HEADER, exact_first_line),
+    (
+        "e_gather_find latency, ms (client wall time, warm; p1/p10 = page 1/10 of 30; tbl = e_gather_find,"
+        " the others e_gather_find_envelope; xf = the recommended exact_first profile;"
+        " page 10 lies past the end when pages < 10)",
+        LATENCY_HEADER,
+        latency_line,
+    ),
+    (
+        "side by side, p50 ms: find page 1; floor = sum of the four bare lookups for page 1;"
+        " fl+cnt = floor + what the exact totals need (counting tag and full-text matches,"
+        " fetching the 100 + 20 vector candidates);"
+        " hybrid = two-way RRF (HNSW-served), recipe = as published",
+        RATIO_HEADER,
+        ratio_line,
+    ),
+    (
+        "the recommended profile (xf) against its own floor, p50 ms: xfloor = the bare lookups of its"
+        " components for page 1 (tags by matched terms, full text by summed IDF: unknown terms and content"
+        " words), xfl+cnt = with the counts its totals need (fl+cnt's and the content words' matches);"
+        " xf/fl+c = against the seed's fl+cnt",
+        EXACT_FIRST_HEADER,
+        exact_first_line,
+    ),
 )
 
 
@@ -186,6 +226,7 @@ def tables(summaries: dict[str, dict]) -> str:
 
 
 # ---- the machine ----------------------------------------------------------------------------
+
 
 def meminfo_gb() -> float | None:
     try:
@@ -208,21 +249,37 @@ def cpu_model() -> str:
 
 
 def machine(conn: psycopg.Connection) -> dict:
-    settings = ("server_version", "shared_buffers", "work_mem", "effective_cache_size", "jit",
-                "max_parallel_workers_per_gather", "hnsw.ef_search", "emem.pipeline_profile",
-                "emem.record_vector_candidates", "emem.window_vector_candidates")
+    settings = (
+        "server_version",
+        "shared_buffers",
+        "work_mem",
+        "effective_cache_size",
+        "jit",
+        "max_parallel_workers_per_gather",
+        "hnsw.ef_search",
+        "emem.pipeline_profile",
+        "emem.record_vector_candidates",
+        "emem.window_vector_candidates",
+    )
     return {
-        "cores": os.cpu_count(), "ram_gb": meminfo_gb(), "cpu": cpu_model(), "os": platform.platform(),
+        "cores": os.cpu_count(),
+        "ram_gb": meminfo_gb(),
+        "cpu": cpu_model(),
+        "os": platform.platform(),
         "load_average_1m": round(os.getloadavg()[0], 2),
         "postgresql": str(scalar(conn, "select version()")),
-        "extensions": dict(conn.execute(
-            "select extname, extversion from pg_extension where extname in ('emem', 'vector', 'plpython3u')"
-        ).fetchall()),
+        "extensions": dict(
+            conn.execute(
+                "select extname, extversion from pg_extension where extname in ('emem', 'vector', 'plpython3u')"
+            ).fetchall()
+        ),
         "settings": {name: scalar(conn, "select current_setting(%s, true)", (name,)) for name in settings},
     }
 
 
 def machine_line(info: dict) -> str:
-    return (f"{info['cores']} cores, {info['ram_gb']} GB RAM, {info['cpu']}; PostgreSQL "
-            f"{info['settings']['server_version']}, pgvector {info['extensions'].get('vector')}, emem "
-            f"{info['extensions'].get('emem')}; shared_buffers {info['settings']['shared_buffers']}")
+    return (
+        f"{info['cores']} cores, {info['ram_gb']} GB RAM, {info['cpu']}; PostgreSQL "
+        f"{info['settings']['server_version']}, pgvector {info['extensions'].get('vector')}, emem "
+        f"{info['extensions'].get('emem')}; shared_buffers {info['settings']['shared_buffers']}"
+    )

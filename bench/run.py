@@ -38,7 +38,8 @@ FIND_ENVELOPE = "select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)"
 EXACT_FIRST_PROFILE = next(
     line.split("=", 1)[1].strip().strip("'")
     for line in (Path(__file__).resolve().parent.parent / "control" / "exact_first.conf").read_text().splitlines()
-    if line.startswith("emem.pipeline_profile"))
+    if line.startswith("emem.pipeline_profile")
+)
 FRESH_KINDS = ("code_only", "mixed")  # the cheapest question, and the dearest
 LOOKUPS = ("tags", "fulltext", "record_vectors", "window_vectors")
 FIND_TABLE = "select * from emem.e_gather_find(%s, %s::vector, %s, %s)"
@@ -55,8 +56,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--throughput-seconds", type=float, help="per client count (default 10, quick 3)")
     parser.add_argument("--page-size", type=int, default=30)
     parser.add_argument("--batch-size", type=int, default=1000, help="records per put_records call")
-    parser.add_argument("--load-with-indexes", action="store_true",
-                        help="keep the HNSW indexes during the load (default: drop, load, build)")
+    parser.add_argument(
+        "--load-with-indexes",
+        action="store_true",
+        help="keep the HNSW indexes during the load (default: drop, load, build)",
+    )
     parser.add_argument("--maintenance-work-mem", default=None, help="for the index build (default 1GB, 4GB at 1M)")
     parser.add_argument("--dbname", help="default emem_bench_<records>")
     parser.add_argument("--no-profile", action="store_true", help="skip the auto_explain profile of find")
@@ -85,48 +89,69 @@ def corpus_ready(target: Target, args: argparse.Namespace, script_md5: str | Non
         if stored.get("extension_script_md5") == script_md5:
             say(f"reusing {target.dbname}: {target.records} records, seed {target.seed} (--rebuild to load again)")
             return stored, True
-    say(f"building {target.dbname}: {target.records} records, seed {target.seed}"
-        " (none stored, or built with another emem install script of the same release)")
+    say(
+        f"building {target.dbname}: {target.records} records, seed {target.seed}"
+        " (none stored, or built with another emem install script of the same release)"
+    )
     load = build(target, args.batch_size, args.load_with_indexes, args.maintenance_work_mem, script_md5)
     return load, False
 
 
 def load_lines(load: dict) -> str:
     builds = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in load["index_build_seconds"].items())
-    return "\n".join([
-        f"load: {load['records']} records with {load['tags']} tags and 384-d vectors through put_records, "
-        f"{load['records_per_second']} records/s ({load['put_records_seconds']:.1f} s, batches of "
-        f"{load['batch_size']}, HNSW indexes {'kept' if load['with_indexes'] else 'dropped'} during the load)",
-        f"      {load['edges']} edges by bulk INSERT, {load['edges_per_second']} edges/s; {load['windows']} windows "
-        f"({load['window_members']} members): {load['put_window_count']} through put_window at "
-        f"{load['put_window_per_second']}/s, the rest by bulk INSERT at {load['bulk_windows_per_second']}/s",
-        f"      index build: {builds or 'during the load'} (maintenance_work_mem {load['maintenance_work_mem']}); "
-        f"vacuum analyze {load['vacuum_analyze_seconds']:.1f} s; whole load {load['total_seconds']:.0f} s "
-        f"(client-side generation {load['generation_seconds']:.0f} s)",
-    ])
+    return "\n".join(
+        [
+            f"load: {load['records']} records with {load['tags']} tags and 384-d vectors through put_records, "
+            f"{load['records_per_second']} records/s ({load['put_records_seconds']:.1f} s, batches of "
+            f"{load['batch_size']}, HNSW indexes {'kept' if load['with_indexes'] else 'dropped'} during the load)",
+            f"      {load['edges']} edges by bulk INSERT, {load['edges_per_second']} edges/s; "
+            f"{load['windows']} windows ({load['window_members']} members): "
+            f"{load['put_window_count']} through put_window at "
+            f"{load['put_window_per_second']}/s, the rest by bulk INSERT at {load['bulk_windows_per_second']}/s",
+            f"      index build: {builds or 'during the load'} (maintenance_work_mem {load['maintenance_work_mem']}); "
+            f"vacuum analyze {load['vacuum_analyze_seconds']:.1f} s; whole load {load['total_seconds']:.0f} s "
+            f"(client-side generation {load['generation_seconds']:.0f} s)",
+        ]
+    )
 
 
-def find_cells(conn: psycopg.Connection, exact_first_conn: psycopg.Connection, question: Question,
-               with_vector: bool, page_size: int) -> list[Cell]:
+def find_cells(
+    conn: psycopg.Connection,
+    exact_first_conn: psycopg.Connection,
+    question: Question,
+    with_vector: bool,
+    page_size: int,
+) -> list[Cell]:
     vector = question.vector if with_vector else None
-    return [Cell(name, connection, query, (question.text, vector, page, page_size), [])
-            for name, connection, query, page in (
-                ("find_p1", conn, FIND_ENVELOPE, 1), ("find_p10", conn, FIND_ENVELOPE, 10),
-                ("find_table_p1", conn, FIND_TABLE, 1), ("find_table_p10", conn, FIND_TABLE, 10),
-                ("exact_first_p1", exact_first_conn, FIND_ENVELOPE, 1))]
+    return [
+        Cell(name, connection, query, (question.text, vector, page, page_size), [])
+        for name, connection, query, page in (
+            ("find_p1", conn, FIND_ENVELOPE, 1),
+            ("find_p10", conn, FIND_ENVELOPE, 10),
+            ("find_table_p1", conn, FIND_TABLE, 1),
+            ("find_table_p10", conn, FIND_TABLE, 10),
+            ("exact_first_p1", exact_first_conn, FIND_ENVELOPE, 1),
+        )
+    ]
 
 
 def bare_cells(conn: psycopg.Connection, floor: Floor, question: Question, with_vector: bool) -> list[Cell]:
     rare = WeightedTerms.of(conn, question.fulltext_terms, leave_out_common=False)
     words = WeightedTerms.of(conn, (*question.known_words, *question.fulltext_terms), leave_out_common=True)
-    bare = (floor.queries(question, with_vector) + floor.exact_first_queries(question, with_vector, rare, words)
-            + hybrid_queries(question, with_vector, floor.k))
+    bare = (
+        floor.queries(question, with_vector)
+        + floor.exact_first_queries(question, with_vector, rare, words)
+        + hybrid_queries(question, with_vector, floor.k)
+    )
     return [Cell(b.name, conn, b.query, b.params, []) for b in bare]
 
 
 def run_latency(server: Server, args: argparse.Namespace, questions: list[Question], space: int) -> dict:
-    with (connection(server, args.dbname) as find_conn, connection(server, args.dbname) as floor_conn,
-          connection(server, args.dbname) as exact_first_conn):
+    with (
+        connection(server, args.dbname) as find_conn,
+        connection(server, args.dbname) as floor_conn,
+        connection(server, args.dbname) as exact_first_conn,
+    ):
         exact_first_conn.execute("select set_config('emem.pipeline_profile', %s, false)", (EXACT_FIRST_PROFILE,))
         floor = Floor(TagSchema.detect(floor_conn), space, DIMENSION, args.page_size)
         floor_conn.execute(f"set hnsw.iterative_scan = {ITERATIVE_SCAN}")
@@ -138,49 +163,67 @@ def run_latency(server: Server, args: argparse.Namespace, questions: list[Questi
                 cells[f"{question.kind}/{mode}"] = {cell.key: cell for cell in group}
         say(f"latency: {sum(len(g) for g in cells.values())} cells x {args.repetitions} rounds")
         latency([cell for group in cells.values() for cell in group.values()], args.repetitions, progress=say)
-        summaries = {key: summarise(group, args.page_size, MODES[key.split("/")[1]])
-                     for key, group in cells.items()}
+        summaries = {key: summarise(group, args.page_size, MODES[key.split("/")[1]]) for key, group in cells.items()}
         memory = backend_memory(find_conn)
         round_trip = Cell("select_1", find_conn, "select 1", (), [])
         latency([round_trip], 200)
-    return {"summaries": summaries, "memory_after_warm_runs": memory,
-            "round_trip_select_1": percentiles(round_trip.times)}
+    return {
+        "summaries": summaries,
+        "memory_after_warm_runs": memory,
+        "round_trip_select_1": percentiles(round_trip.times),
+    }
 
 
 def run_concurrency(server: Server, args: argparse.Namespace, questions: list[Question]) -> dict:
-    calls = [(FIND_ENVELOPE, (q.text, q.vector if with_vector else None, 1, args.page_size))
-             for q in questions for with_vector in MODES.values()]
+    calls = [
+        (FIND_ENVELOPE, (q.text, q.vector if with_vector else None, 1, args.page_size))
+        for q in questions
+        for with_vector in MODES.values()
+    ]
     one = throughput(server, args.dbname, calls, 1, args.throughput_seconds)
     two = throughput(server, args.dbname, calls, 2, args.throughput_seconds)
-    return {"finds_per_second_1_client": round(one, 1), "finds_per_second_2_clients": round(two, 1),
-            "speedup": round(two / one, 2) if one else None, "seconds_each": args.throughput_seconds,
-            "mix": "page 1 of every question kind, with vector and degraded, in turn"}
+    return {
+        "finds_per_second_1_client": round(one, 1),
+        "finds_per_second_2_clients": round(two, 1),
+        "speedup": round(two / one, 2) if one else None,
+        "seconds_each": args.throughput_seconds,
+        "mix": "page 1 of every question kind, with vector and degraded, in turn",
+    }
 
 
 def run_profile(server: Server, args: argparse.Namespace, questions: list[Question]) -> dict:
     repetitions = 2 if args.quick else 5
     with connection(server, args.dbname) as conn:
-        return {f"{q.kind}/{mode}": profile_question(conn, q, with_vector, args.page_size, repetitions)
-                for q in questions for mode, with_vector in MODES.items()}
+        return {
+            f"{q.kind}/{mode}": profile_question(conn, q, with_vector, args.page_size, repetitions)
+            for q in questions
+            for mode, with_vector in MODES.items()
+        }
 
 
 def fresh_line(kind: str, fresh: dict) -> str:
     split = fresh["split"]
-    return (f"first find in a fresh connection ({kind}, with vector): p50 {fresh['first_find']['p50']:.1f} ms,"
-            f" max {fresh['first_find_max']:.1f} ms (connect {fresh['connect']['p50']:.1f} ms; second find"
-            f" {fresh['second_find']['p50']:.1f} ms); PL/Python, modules and lexicon"
-            f" {split['plpython_modules_lexicon']['p50']:.1f} ms, then the find"
-            f" {split['first_find_after_them']['p50']:.1f} ms; calls 1-8 of a new connection:"
-            f" {fresh['first_eight_calls']}")
+    return (
+        f"first find in a fresh connection ({kind}, with vector): p50 {fresh['first_find']['p50']:.1f} ms,"
+        f" max {fresh['first_find_max']:.1f} ms (connect {fresh['connect']['p50']:.1f} ms; second find"
+        f" {fresh['second_find']['p50']:.1f} ms); PL/Python, modules and lexicon"
+        f" {split['plpython_modules_lexicon']['p50']:.1f} ms, then the find"
+        f" {split['first_find_after_them']['p50']:.1f} ms; calls 1-8 of a new connection:"
+        f" {fresh['first_eight_calls']}"
+    )
 
 
 def profile_lines(profile: dict) -> str:
-    lines = ["where find's time goes (page 1, ms): each lookup as e_gather_explain times it inside PL/Python /"
-             " its SQL's executor time (auto_explain) (candidates); then find's phases timed inside the server"]
+    lines = [
+        "where find's time goes (page 1, ms): each lookup as e_gather_explain times it inside PL/Python /"
+        " its SQL's executor time (auto_explain) (candidates); then find's phases timed inside the server"
+    ]
     for key, entry in profile.items():
         parts = ", ".join(
             f"{name} {p.get('in_plpython_ms', 0):.1f}/{p.get('sql_ms') or 0:.1f} ({p.get('candidates', 0)})"
-            for name, p in entry["parts"].items() if name in LOOKUPS)
+            for name, p in entry["parts"].items()
+            if name in LOOKUPS
+        )
         lines.append(f"  {key:<22} {parts}")
         phases = entry["phases"]
         if "phases_ms" in phases:
@@ -217,9 +260,13 @@ def main(argv: list[str]) -> int:
         say(f"  {q.kind:<13} {q.text!r}: terms {list(q.terms)}, full text {list(q.fulltext_terms)}")
     timings = run_latency(server, args, questions, space)
     say(f"fresh connections: {args.fresh_connections} per question ({', '.join(FRESH_KINDS)})")
-    fresh = {q.kind: fresh_connections(server, args.dbname, FIND_ENVELOPE, (q.text, q.vector, 1, args.page_size),
-                                       args.fresh_connections)
-             for q in questions if q.kind in FRESH_KINDS}
+    fresh = {
+        q.kind: fresh_connections(
+            server, args.dbname, FIND_ENVELOPE, (q.text, q.vector, 1, args.page_size), args.fresh_connections
+        )
+        for q in questions
+        if q.kind in FRESH_KINDS
+    }
     say(f"throughput: 1 and 2 clients, {args.throughput_seconds:.0f} s each")
     concurrency = run_concurrency(server, args, questions)
     profile = {} if args.no_profile else run_profile(server, args, questions)
@@ -230,18 +277,31 @@ def main(argv: list[str]) -> int:
     if emem_installed["modules_md5_at_end"] != emem_installed["modules_md5"]:
         say("warning: emem's Python modules were installed again during this run: figures may mix two versions")
     elif emem_installed["script_md5_at_end"] != script_md5:
-        say("note: emem's install script changed during this run (this database keeps the one it was built"
-            " with; the next run builds the corpus again)")
+        say(
+            "note: emem's install script changed during this run (this database keeps the one it was built"
+            " with; the next run builds the corpus again)"
+        )
     result = {
-        "when": datetime.now(UTC).isoformat(timespec="seconds"), "command": command, "database": args.dbname,
-        "records": records, "seed": args.seed, "page_size": args.page_size, "repetitions": args.repetitions,
-        "machine": info, "emem_installed": emem_installed, "git_head_at_start": head, "load": load,
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": command,
+        "database": args.dbname,
+        "records": records,
+        "seed": args.seed,
+        "page_size": args.page_size,
+        "repetitions": args.repetitions,
+        "machine": info,
+        "emem_installed": emem_installed,
+        "git_head_at_start": head,
+        "load": load,
         "corpus_reused": reused,
         "questions": [vars(q) | {"vector": "(near a cluster centre)"} for q in questions],
-        "latency": timings["summaries"], "round_trip_select_1": timings["round_trip_select_1"],
-        "fresh_connection": fresh, "throughput": concurrency,
+        "latency": timings["summaries"],
+        "round_trip_select_1": timings["round_trip_select_1"],
+        "fresh_connection": fresh,
+        "throughput": concurrency,
         "memory": {"after_warm_runs": timings["memory_after_warm_runs"], **fresh["code_only"]["memory"]},
-        "profile": profile, "duration_seconds": round(time.perf_counter() - started, 1),
+        "profile": profile,
+        "duration_seconds": round(time.perf_counter() - started, 1),
     }
     path = write_result(result)
     say("")
@@ -250,22 +310,27 @@ def main(argv: list[str]) -> int:
     say(f"round trip of `select 1`: p50 {timings['round_trip_select_1']['p50']:.2f} ms")
     for kind, figures in fresh.items():
         say(fresh_line(kind, figures))
-    say(f"throughput: {concurrency['finds_per_second_1_client']} finds/s with 1 client, "
-        f"{concurrency['finds_per_second_2_clients']} with 2 ({concurrency['speedup']}x)")
+    say(
+        f"throughput: {concurrency['finds_per_second_1_client']} finds/s with 1 client, "
+        f"{concurrency['finds_per_second_2_clients']} with 2 ({concurrency['speedup']}x)"
+    )
     say(f"backend memory: {json.dumps(result['memory'])}")
     if profile:
         say(profile_lines(profile))
     say(f"\nmachine: {machine_line(info)}; load average {info['load_average_1m']} -> {info['load_average_1m_end']}")
-    say(f"reproduce: {command}   (corpus {'reused' if reused else 'built'};"
-        f" run took {result['duration_seconds']:.0f} s)")
+    say(
+        f"reproduce: {command}   (corpus {'reused' if reused else 'built'};"
+        f" run took {result['duration_seconds']:.0f} s)"
+    )
     say(f"figures: {path}")
     return 0
 
 
 def git_head() -> str | None:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=RESULTS.parent, capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=RESULTS.parent, capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
 

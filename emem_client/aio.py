@@ -26,7 +26,9 @@ class AsyncClient:
     """Client for asyncio: the same methods, awaited. See emem_client.Client."""
 
     def __init__(
-        self, connection_or_pool: AsyncConnection[Any] | AsyncConnectionPool[Any], gateway: Gateway | None = None,
+        self,
+        connection_or_pool: AsyncConnection[Any] | AsyncConnectionPool[Any],
+        gateway: Gateway | None = None,
         space_ttl: float = 30.0,
     ) -> None:
         self.source = connection_or_pool
@@ -42,8 +44,13 @@ class AsyncClient:
         return await self.run(calls.explain(question, vector, reason))
 
     async def timeline(
-        self, from_time: datetime, to_time: datetime, page: int = 1, page_size: int = 30,
-        kinds: Iterable[str] | None = None, tags: Iterable[str] | None = None,
+        self,
+        from_time: datetime,
+        to_time: datetime,
+        page: int = 1,
+        page_size: int = 30,
+        kinds: Iterable[str] | None = None,
+        tags: Iterable[str] | None = None,
     ) -> list[RecordSummary]:
         return await self.run(calls.timeline(from_time, to_time, page, page_size, kinds, tags))
 
@@ -69,7 +76,10 @@ class AsyncClient:
         await self.run(calls.put_record_vector(record_id, vector, space_id))
 
     async def put_window(
-        self, member_record_ids: Iterable[int], vector: Sequence[float], space_id: int | None = None,
+        self,
+        member_record_ids: Iterable[int],
+        vector: Sequence[float],
+        space_id: int | None = None,
     ) -> int:
         return await self.run(calls.put_window(member_record_ids, vector, space_id))
 
@@ -91,8 +101,11 @@ class AsyncClient:
 
     async def run(self, call: calls.Call[T]) -> T:
         """Runs one Call (emem_client.calls) in its own transaction block: the way to add SQL calls."""
-        async with self._connection() as connection, connection.transaction(), \
-                connection.cursor(row_factory=dict_row) as cursor:
+        async with (
+            self._connection() as connection,
+            connection.transaction(),
+            connection.cursor(row_factory=dict_row) as cursor,
+        ):
             await cursor.execute(call.sql, call.params)
             return call.read(await cursor.fetchall())
 

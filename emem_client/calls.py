@@ -53,12 +53,14 @@ def as_vector(values: Sequence[float] | Vector | None) -> Vector | None:
     return Vector(list(values))
 
 
-def find(question: str, vector: Sequence[float] | None, page: int, page_size: int,
-         degraded_reason: str | None) -> Call[FindPage]:
+def find(
+    question: str, vector: Sequence[float] | None, page: int, page_size: int, degraded_reason: str | None
+) -> Call[FindPage]:
     return Call(
         "select emem.e_gather_find_envelope(%s::text, %s, %s::integer, %s::integer) as envelope",
         (question, as_vector(vector), page, page_size),
-        lambda rows: FindPage.from_envelope(rows[0]["envelope"], degraded_reason))
+        lambda rows: FindPage.from_envelope(rows[0]["envelope"], degraded_reason),
+    )
 
 
 def explain(question: str, vector: Sequence[float] | None, degraded_reason: str | None) -> Call[dict[str, Any]]:
@@ -71,13 +73,20 @@ def explain(question: str, vector: Sequence[float] | None, degraded_reason: str 
     return Call("select emem.e_gather_explain(%s::text, %s) as explanation", (question, as_vector(vector)), read)
 
 
-def timeline(from_time: datetime, to_time: datetime, page: int, page_size: int,
-             kinds: Iterable[str] | None, tags: Iterable[str] | None) -> Call[list[RecordSummary]]:
+def timeline(
+    from_time: datetime,
+    to_time: datetime,
+    page: int,
+    page_size: int,
+    kinds: Iterable[str] | None,
+    tags: Iterable[str] | None,
+) -> Call[list[RecordSummary]]:
     return Call(
         "select * from emem.e_timeline(%s::timestamptz, %s::timestamptz, %s::integer, %s::integer,"
         " %s::text[], %s::text[])",
         (from_time, to_time, page, page_size, _text_array(kinds), _text_array(tags)),
-        _summaries)
+        _summaries,
+    )
 
 
 def records_with_all_tags(tags: Iterable[str]) -> Call[list[RecordSummary]]:
@@ -88,7 +97,8 @@ def put_records(items: Sequence[dict[str, Any]], space_id: int | None) -> Call[l
     return Call(
         "select record_id from emem.put_records(%s::jsonb, %s::integer) order by item_number",
         (Jsonb([_with_vector_text(item) for item in items], dumps=_item_json), space_id),
-        lambda rows: [int(row["record_id"]) for row in rows])
+        lambda rows: [int(row["record_id"]) for row in rows],
+    )
 
 
 def _with_vector_text(item: dict[str, Any]) -> dict[str, Any]:
@@ -111,44 +121,61 @@ def tag(record_id: int, tags: Iterable[str]) -> Call[None]:
 
 
 def untag(record_id: int, tags: Iterable[str]) -> Call[int]:
-    return Call("select emem.untag_record(%s::bigint, %s::text[]) as removed",
-                (record_id, _text_array(tags)), _single("removed"))
+    return Call(
+        "select emem.untag_record(%s::bigint, %s::text[]) as removed",
+        (record_id, _text_array(tags)),
+        _single("removed"),
+    )
 
 
 def link(from_id: int, to_id: int, relation: str, properties: dict[str, Any] | None) -> Call[int]:
-    return Call("select emem.link_records(%s::bigint, %s::bigint, %s::text, %s::jsonb) as edge_id",
-                (from_id, to_id, relation, Jsonb(properties or {}, dumps=_item_json)), _single("edge_id"))
+    return Call(
+        "select emem.link_records(%s::bigint, %s::bigint, %s::text, %s::jsonb) as edge_id",
+        (from_id, to_id, relation, Jsonb(properties or {}, dumps=_item_json)),
+        _single("edge_id"),
+    )
 
 
 def put_record_vector(record_id: int, vector: Sequence[float], space_id: int | None) -> Call[None]:
-    return Call("select emem.put_record_vector(%s::bigint, %s, %s::integer)",
-                (record_id, as_vector(vector), space_id), _nothing)
+    return Call(
+        "select emem.put_record_vector(%s::bigint, %s, %s::integer)", (record_id, as_vector(vector), space_id), _nothing
+    )
 
 
 def put_window(member_record_ids: Iterable[int], vector: Sequence[float], space_id: int | None) -> Call[int]:
-    return Call("select emem.put_window(%s::bigint[], %s, %s::integer) as window_id",
-                (list(member_record_ids), as_vector(vector), space_id), _single("window_id"))
+    return Call(
+        "select emem.put_window(%s::bigint[], %s, %s::integer) as window_id",
+        (list(member_record_ids), as_vector(vector), space_id),
+        _single("window_id"),
+    )
 
 
 def active_space() -> Call[EmbeddingSpace | None]:
     def read(rows: Rows) -> EmbeddingSpace | None:
         return EmbeddingSpace(**rows[0]) if rows else None
 
-    return Call("select space_id, model_name, dimension, fingerprint from emem.embedding_spaces where is_active",
-                (), read)
+    return Call(
+        "select space_id, model_name, dimension, fingerprint from emem.embedding_spaces where is_active", (), read
+    )
 
 
 def health(declaration: ModelDeclaration | None, gateway_reason: str | None) -> Call[Health]:
-    declared = (declaration.model_name, declaration.dimension, declaration.fingerprint) if declaration else (
-        None, None, None)
-    return Call("select emem.e_health(%s::text, %s::integer, %s::text) as health", declared,
-                lambda rows: Health.from_json(rows[0]["health"], gateway_reason))
+    declared = (
+        (declaration.model_name, declaration.dimension, declaration.fingerprint) if declaration else (None, None, None)
+    )
+    return Call(
+        "select emem.e_health(%s::text, %s::integer, %s::text) as health",
+        declared,
+        lambda rows: Health.from_json(rows[0]["health"], gateway_reason),
+    )
 
 
 def ensure_space(declaration: ModelDeclaration, activate: bool) -> Call[int]:
-    return Call("select emem.create_embedding_space(%s::text, %s::integer, %s::text, %s::boolean) as space_id",
-                (declaration.model_name, declaration.dimension, declaration.fingerprint, activate),
-                _single("space_id"))
+    return Call(
+        "select emem.create_embedding_space(%s::text, %s::integer, %s::text, %s::boolean) as space_id",
+        (declaration.model_name, declaration.dimension, declaration.fingerprint, activate),
+        _single("space_id"),
+    )
 
 
 def declaration_problem(declaration: ModelDeclaration, space: EmbeddingSpace | None) -> str | None:

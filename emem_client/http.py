@@ -39,7 +39,7 @@ def create_app(client: Client) -> FastAPI:
         title="emem",
         version=package_version(),
         description="Hybrid memory retrieval for AI agents: four lookups (tags and edge properties, full text, "
-                    "record vectors, window vectors) merged 40:35:20:5 into one ranked, paged list.",
+        "record vectors, window vectors) merged 40:35:20:5 into one ranked, paged list.",
     )
 
     @app.get("/find", response_model=FindPage, summary="Answer a question with the four lookups")
@@ -81,8 +81,11 @@ def status_of(error: psycopg.Error) -> int:
 def error_body(error: psycopg.Error) -> dict[str, Any]:
     if status_of(error) == 500:
         return {"detail": "internal database error", "sqlstate": error.sqlstate}
-    return {"detail": error.diag.message_primary or str(error).strip(), "hint": error.diag.message_hint,
-            "sqlstate": error.sqlstate}
+    return {
+        "detail": error.diag.message_primary or str(error).strip(),
+        "hint": error.diag.message_hint,
+        "sqlstate": error.sqlstate,
+    }
 
 
 def serve(conninfo: str, gateway: Gateway, host: str, port: int) -> None:
@@ -93,5 +96,6 @@ def serve(conninfo: str, gateway: Gateway, host: str, port: int) -> None:
         except PoolTimeout:
             raise psycopg.OperationalError(
                 f"cannot connect to PostgreSQL within {POOL_WAIT_SECONDS:.0f} seconds: pass --dsn, or set EMEM_DSN "
-                "or libpq's PG* variables") from None
+                "or libpq's PG* variables"
+            ) from None
         uvicorn.run(create_app(Client(pool, gateway)), host=host, port=port)

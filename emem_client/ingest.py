@@ -77,7 +77,7 @@ class WindowShape:
             starts = list(range(0, len(run) - size + 1, self.stride))
             if starts[-1] + size < len(run):
                 starts.append(len(run) - size)
-            windows.extend(run[start:start + size] for start in starts)
+            windows.extend(run[start : start + size] for start in starts)
         return windows
 
 
@@ -129,6 +129,7 @@ class IngestReport:
 
 
 # ---- what is written: units of records ---------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Piece:
@@ -183,10 +184,23 @@ class Unit:
         return f"{self.kind}:{self.key}:{digest(piece.content)}" if self.key else f"{self.kind}:{digest(piece.content)}"
 
     def items(self) -> list[dict[str, Any]]:
-        return [calls.record_item(self.kind, piece.content, self.lane, piece.tags, {
-            "occurred_at": piece.occurred_at, "thread_id": self.thread_id, "thread_position": piece.position,
-            "metadata": piece.metadata or None, "authority": piece.authority,
-            "source_key": self.source_key(piece)}) for piece in self.pieces]
+        return [
+            calls.record_item(
+                self.kind,
+                piece.content,
+                self.lane,
+                piece.tags,
+                {
+                    "occurred_at": piece.occurred_at,
+                    "thread_id": self.thread_id,
+                    "thread_position": piece.position,
+                    "metadata": piece.metadata or None,
+                    "authority": piece.authority,
+                    "source_key": self.source_key(piece),
+                },
+            )
+            for piece in self.pieces
+        ]
 
     def window_runs(self) -> list[list[int]]:
         """The windows, as lists of indexes into `pieces`."""
@@ -201,6 +215,7 @@ def digest(text: str, length: int = 16) -> str:
 
 
 # ---- reading input -------------------------------------------------------------------------
+
 
 @dataclass
 class Parsed:
@@ -334,8 +349,13 @@ def note_link(source: str, from_note: str | None, link: Any) -> Link:
         raise BadItem("a note with links needs an id")
     if not isinstance(link, dict) or "to" not in link:
         raise BadItem("each link must be an object {to, relation, properties?}")
-    return Link(source, from_note, str(link["to"]), non_empty_text(link.get("relation"), "relation"),
-                json_object(link.get("properties"), "properties"))
+    return Link(
+        source,
+        from_note,
+        str(link["to"]),
+        non_empty_text(link.get("relation"), "relation"),
+        json_object(link.get("properties"), "properties"),
+    )
 
 
 def read_conversations(paths: Iterable[Path], options: IngestOptions) -> Parsed:
@@ -395,8 +415,9 @@ def conversation_unit(source: str, conversation: Any, options: IngestOptions, pr
     return Unit(source, "conversation", str(conversation_id), lane, pieces, options.conversation_windows)
 
 
-def turn_piece(position: int, turn: Any, started_at: datetime | None, tags: tuple[str, ...],
-               metadata: dict[str, Any]) -> Piece:
+def turn_piece(
+    position: int, turn: Any, started_at: datetime | None, tags: tuple[str, ...], metadata: dict[str, Any]
+) -> Piece:
     if isinstance(turn, str):
         turn = {"content": turn}
     if not isinstance(turn, dict):
@@ -432,8 +453,11 @@ def expand_paths(paths: Iterable[Path], problems: list[Problem]) -> list[Path]:
         if path.is_dir():
             for child in sorted(path.rglob("*")):
                 relative = child.relative_to(path).parts
-                if child.is_file() and child.suffix.lower() in TEXT_SUFFIXES | HTML_SUFFIXES \
-                        and not any(part.startswith(".") for part in relative):
+                if (
+                    child.is_file()
+                    and child.suffix.lower() in TEXT_SUFFIXES | HTML_SUFFIXES
+                    and not any(part.startswith(".") for part in relative)
+                ):
                     found[child.resolve()] = None
         elif path.is_file():
             found[path.resolve()] = None
@@ -466,10 +490,36 @@ def file_unit(path: Path, options: IngestOptions) -> Unit:
 
 # ---- text: HTML to text, chunks -------------------------------------------------------------
 
-BLOCK_TAGS = frozenset({
-    "address", "article", "aside", "blockquote", "caption", "dd", "div", "dl", "dt", "figcaption", "figure",
-    "h1", "h2", "h3", "h4", "h5", "h6", "li", "main", "ol", "p", "pre", "section", "table", "tr", "ul",
-})
+BLOCK_TAGS = frozenset(
+    {
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "caption",
+        "dd",
+        "div",
+        "dl",
+        "dt",
+        "figcaption",
+        "figure",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "li",
+        "main",
+        "ol",
+        "p",
+        "pre",
+        "section",
+        "table",
+        "tr",
+        "ul",
+    }
+)
 VOID_TAGS = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"})
 SKIPPED_TAGS = frozenset({"head", "script", "style", "noscript", "template", "nav", "header", "footer", "svg"})
 PARAGRAPH_BREAK = "\n\n"
@@ -590,14 +640,18 @@ def chunk_text(text: str, chunk_chars: int) -> list[str]:
 
 # ---- what is stored already -----------------------------------------------------------------
 
+
 def stored_records(source_keys: Sequence[str]) -> calls.Call[dict[str, int]]:
     return calls.Call(
         "select source_key, record_id from emem.records where source_key = any(%s::text[])",
-        (list(source_keys),), lambda rows: {row["source_key"]: int(row["record_id"]) for row in rows})
+        (list(source_keys),),
+        lambda rows: {row["source_key"]: int(row["record_id"]) for row in rows},
+    )
 
 
 def stored_threads(thread_ids: Sequence[str]) -> calls.Call[dict[tuple[str, str], dict[int, str | None]]]:
     """(kind, thread id) -> {position: source_key} of the stored records of these threads."""
+
     def read(rows: calls.Rows) -> dict[tuple[str, str], dict[int, str | None]]:
         threads: dict[tuple[str, str], dict[int, str | None]] = {}
         for row in rows:
@@ -607,7 +661,9 @@ def stored_threads(thread_ids: Sequence[str]) -> calls.Call[dict[tuple[str, str]
     return calls.Call(
         "select kind, thread_id, thread_position, source_key from emem.records"
         " where thread_id = any(%s::text[]) and kind in ('conversation', 'file')",
-        (list(thread_ids),), read)
+        (list(thread_ids),),
+        read,
+    )
 
 
 def stored_windows(thread_ids: Sequence[str]) -> calls.Call[set[tuple[str, str, int, int]]]:
@@ -617,14 +673,17 @@ def stored_windows(thread_ids: Sequence[str]) -> calls.Call[set[tuple[str, str, 
         " join emem.embedding_spaces as s on s.space_id = w.space_id and s.is_active"
         " where w.thread_id = any(%s::text[])",
         (list(thread_ids),),
-        lambda rows: {(r["thread_kind"], r["thread_id"], r["first_position"], r["last_position"]) for r in rows})
+        lambda rows: {(r["thread_kind"], r["thread_id"], r["first_position"], r["last_position"]) for r in rows},
+    )
 
 
 def edge_exists(from_id: int, to_id: int, relation: str, properties: dict[str, Any]) -> calls.Call[bool]:
     return calls.Call(
         "select exists (select from emem.edges where from_record_id = %s::bigint and to_record_id = %s::bigint"
         " and relation = btrim(%s::text) and properties = %s::jsonb) as found",
-        (from_id, to_id, relation, json.dumps(properties)), lambda rows: bool(rows[0]["found"]))
+        (from_id, to_id, relation, json.dumps(properties)),
+        lambda rows: bool(rows[0]["found"]),
+    )
 
 
 def database_reason(error: psycopg.DatabaseError) -> str:
@@ -637,6 +696,7 @@ def database_reason(error: psycopg.DatabaseError) -> str:
 
 
 # ---- writing -------------------------------------------------------------------------------
+
 
 class Ingester:
     """Writes parsed units through a Client: records with vectors in batches, then windows, then edges."""
@@ -662,8 +722,10 @@ class Ingester:
         health = self.client.health()
         if not health.ok:
             why = ", ".join(health.reasons + ([health.gateway_reason] if health.gateway_reason else []))
-            raise IngestError(f"the embedding gateway's model does not fit the active embedding space ({why}): "
-                              "run `emem init` with this gateway first, or choose the gateway of that space")
+            raise IngestError(
+                f"the embedding gateway's model does not fit the active embedding space ({why}): "
+                "run `emem init` with this gateway first, or choose the gateway of that space"
+            )
 
     def batches(self, units: list[Unit]) -> Iterator[list[Unit]]:
         batch: list[Unit] = []
@@ -700,8 +762,9 @@ class Ingester:
             ours = {piece.position: unit.source_key(piece, unit.key) for piece in unit.pieces}
             if stored and any(ours.get(position) != key for position, key in stored.items()):
                 unit.thread_id = unit.version_thread_id()
-                self.report.new_versions.append(f"{unit.source}: changed since it was stored; "
-                                                f"the new version is thread {unit.thread_id}")
+                self.report.new_versions.append(
+                    f"{unit.source}: changed since it was stored; the new version is thread {unit.thread_id}"
+                )
 
     def embed_new(self, items: list[dict[str, Any]], stored: dict[str, int]) -> dict[str, list[float]]:
         """Vectors of the items not stored yet, by source key."""
@@ -713,12 +776,13 @@ class Ingester:
     def embed(self, texts: list[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), EMBED_SLICE):
-            vectors.extend(self.client.embed(texts[start:start + EMBED_SLICE]))
-            self.bar.update(len(texts[start:start + EMBED_SLICE]))
+            vectors.extend(self.client.embed(texts[start : start + EMBED_SLICE]))
+            self.bar.update(len(texts[start : start + EMBED_SLICE]))
         return vectors
 
-    def write_records(self, items: list[dict[str, Any]], vectors: dict[str, list[float]],
-                      stored: dict[str, int]) -> list[int]:
+    def write_records(
+        self, items: list[dict[str, Any]], vectors: dict[str, list[float]], stored: dict[str, int]
+    ) -> list[int]:
         """All items in one put_records call (each source key once); their ids in item order."""
         unique = {item["source_key"]: item for item in items}
         with_vectors = [{**item, "vector": vectors[key]} if key in vectors else item for key, item in unique.items()]
@@ -728,7 +792,9 @@ class Ingester:
         return [ids[item["source_key"]] for item in items]
 
     def write_units_one_by_one(
-        self, unit_items: list[tuple[Unit, list[dict[str, Any]]]], vectors: dict[str, list[float]],
+        self,
+        unit_items: list[tuple[Unit, list[dict[str, Any]]]],
+        vectors: dict[str, list[float]],
         stored: dict[str, int],
     ) -> Iterator[tuple[Unit, list[dict[str, Any]], list[int]]]:
         """After a batch was refused: each unit on its own, so one bad unit costs only itself."""
@@ -777,8 +843,11 @@ class Ingester:
             ends = [self.note_ids.get(link.from_note), self.note_ids.get(link.to_note)]
             if None in ends:
                 missing = link.from_note if ends[0] is None else link.to_note
-                self.report.problems.append(Problem(link.source, f"link to note {missing!r}, which is not "
-                                                                 "among the notes written from this input"))
+                self.report.problems.append(
+                    Problem(
+                        link.source, f"link to note {missing!r}, which is not among the notes written from this input"
+                    )
+                )
                 continue
             from_id, to_id = ends
             try:

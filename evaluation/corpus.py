@@ -9,8 +9,16 @@ from dataclasses import dataclass, field
 
 SYLLABLES = ["zor", "bla", "kwi", "tex", "mon", "dra", "vel", "quo", "rin", "sal", "pex", "tur", "gan", "lio"]
 PROJECTS = ["apollo", "borealis", "cascade", "dynamo", "ember", "fjord", "glacier", "harbor"]
-SERVICES = ["cloud hosting", "database support", "security audit", "data migration", "network upgrade",
-            "backup storage", "license renewal", "on-call support"]
+SERVICES = [
+    "cloud hosting",
+    "database support",
+    "security audit",
+    "data migration",
+    "network upgrade",
+    "backup storage",
+    "license renewal",
+    "on-call support",
+]
 TOPICS = {
     "apollo": "moving the billing system to the new data centre",
     "borealis": "replacing the customer support chat tool",
@@ -57,20 +65,40 @@ def build_corpus(seed: int = 11, vendors: int = 12, invoices_per_vendor: int = 1
     corpus = Corpus()
     names = sorted({vendor_name(rng) for _ in range(vendors * 2)})[:vendors]
     for project in PROJECTS:
-        corpus.records.append({"key": f"project:{project}", "kind": "entity",
-                               "tags": ["project", f"project {project}"],
-                               "content": f"Project {project.capitalize()}: {TOPICS[project]}."})
+        corpus.records.append(
+            {
+                "key": f"project:{project}",
+                "kind": "entity",
+                "tags": ["project", f"project {project}"],
+                "content": f"Project {project.capitalize()}: {TOPICS[project]}.",
+            }
+        )
         for i in range(3):
-            corpus.records.append({"key": f"note:{project}:{i}", "kind": "note", "tags": [f"project {project}"],
-                                   "content": f"Status note {i + 1} on {project.capitalize()}: the team keeps "
-                                              f"{TOPICS[project]} on schedule; next review in week "
-                                              f"{rng.randint(2, 50)}."})
-        corpus.questions.append(Question("meaning", PARAPHRASES[project],
-                                         {f"project:{project}"} | {f"note:{project}:{i}" for i in range(3)}))
+            corpus.records.append(
+                {
+                    "key": f"note:{project}:{i}",
+                    "kind": "note",
+                    "tags": [f"project {project}"],
+                    "content": f"Status note {i + 1} on {project.capitalize()}: the team keeps "
+                    f"{TOPICS[project]} on schedule; next review in week "
+                    f"{rng.randint(2, 50)}.",
+                }
+            )
+        corpus.questions.append(
+            Question(
+                "meaning", PARAPHRASES[project], {f"project:{project}"} | {f"note:{project}:{i}" for i in range(3)}
+            )
+        )
     number = 20_000
     for name in names:
-        corpus.records.append({"key": f"vendor:{name}", "kind": "entity", "tags": ["vendor", f"vendor:{name.lower()}"],
-                               "content": f"{name} is a supplier of IT services."})
+        corpus.records.append(
+            {
+                "key": f"vendor:{name}",
+                "kind": "entity",
+                "tags": ["vendor", f"vendor:{name.lower()}"],
+                "content": f"{name} is a supplier of IT services.",
+            }
+        )
         project = rng.choice(PROJECTS)
         for _ in range(invoices_per_vendor):
             number += rng.randint(1, 40)
@@ -78,19 +106,31 @@ def build_corpus(seed: int = 11, vendors: int = 12, invoices_per_vendor: int = 1
             amount = f"{rng.randint(100, 9999)},{rng.randint(100, 999)}.{rng.randint(10, 99)}"
             service = rng.choice(SERVICES)
             key = f"invoice:{code}"
-            corpus.records.append({"key": key, "kind": "note",
-                                   "tags": ["invoice", f"vendor:{name.lower()}", code.lower()],
-                                   "content": f"Invoice {code} from {name}: {service} for project "
-                                              f"{project.capitalize()}, {amount} EUR, payable in 30 days."})
-            corpus.edges.append((f"vendor:{name}", f"project:{project}", "billed",
-                                 {"invoice": code, "amount": f"{amount} EUR"}))
+            corpus.records.append(
+                {
+                    "key": key,
+                    "kind": "note",
+                    "tags": ["invoice", f"vendor:{name.lower()}", code.lower()],
+                    "content": f"Invoice {code} from {name}: {service} for project "
+                    f"{project.capitalize()}, {amount} EUR, payable in 30 days.",
+                }
+            )
+            corpus.edges.append(
+                (f"vendor:{name}", f"project:{project}", "billed", {"invoice": code, "amount": f"{amount} EUR"})
+            )
             corpus.questions.append(Question("code", f"What is the status of {code}?", {key}))
             corpus.questions.append(Question("figure", f"Which invoice was for {amount} EUR?", {key}))
-        vendor_invoices = {r["key"] for r in corpus.records if r["key"].startswith("invoice:")
-                           and f"vendor:{name.lower()}" in r["tags"]}
+        vendor_invoices = {
+            r["key"]
+            for r in corpus.records
+            if r["key"].startswith("invoice:") and f"vendor:{name.lower()}" in r["tags"]
+        }
         corpus.questions.append(Question("name", f"Which invoices did {name} send us?", vendor_invoices))
-        corpus.questions.append(Question("label_edge", f"Who billed project {project} for {name}?",
-                                         {f"vendor:{name}", f"project:{project}"}))
+        corpus.questions.append(
+            Question(
+                "label_edge", f"Who billed project {project} for {name}?", {f"vendor:{name}", f"project:{project}"}
+            )
+        )
     add_conversations(rng, corpus, names)
     return corpus
 
@@ -109,8 +149,17 @@ def add_conversations(rng: random.Random, corpus: Corpus, names: list[str]) -> N
         ]
         keys = [f"turn:{c}:{i}" for i in range(len(turns))]
         for i, (key, text) in enumerate(zip(keys, turns, strict=True)):
-            corpus.records.append({"key": key, "kind": "conversation", "thread_id": f"chat-{c}",
-                                   "thread_position": i, "content": text, "tags": []})
-        corpus.windows.extend(keys[i:i + 3] for i in range(len(keys) - 2))
-        corpus.questions.append(Question("conversation", f"When did {name} want {project.capitalize()} to go live?",
-                                         {keys[2]}))
+            corpus.records.append(
+                {
+                    "key": key,
+                    "kind": "conversation",
+                    "thread_id": f"chat-{c}",
+                    "thread_position": i,
+                    "content": text,
+                    "tags": [],
+                }
+            )
+        corpus.windows.extend(keys[i : i + 3] for i in range(len(keys) - 2))
+        corpus.questions.append(
+            Question("conversation", f"When did {name} want {project.capitalize()} to go live?", {keys[2]})
+        )

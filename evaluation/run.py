@@ -34,8 +34,10 @@ def profile_of(path: Path) -> str:
 
 
 def server_dsn(dbname: str) -> str:
-    return (f"host={os.environ.get('EMEM_PGHOST', '127.0.0.1')} port={os.environ.get('EMEM_PGPORT', '5433')}"
-            f" user={os.environ.get('EMEM_PGUSER', 'postgres')} dbname={dbname}")
+    return (
+        f"host={os.environ.get('EMEM_PGHOST', '127.0.0.1')} port={os.environ.get('EMEM_PGPORT', '5433')}"
+        f" user={os.environ.get('EMEM_PGUSER', 'postgres')} dbname={dbname}"
+    )
 
 
 def fresh_database() -> psycopg.Connection:
@@ -51,17 +53,29 @@ def fresh_database() -> psycopg.Connection:
 def load(conn: psycopg.Connection, corpus: Corpus, gateway: EmbeddedGateway) -> dict[str, int]:
     declaration = gateway.declaration()
     conn.execute("select emem.create_lane('eval')")
-    conn.execute("select emem.create_embedding_space(%s, %s, %s, true)",
-                 (declaration.model_name, declaration.dimension, declaration.fingerprint))
+    conn.execute(
+        "select emem.create_embedding_space(%s, %s, %s, true)",
+        (declaration.model_name, declaration.dimension, declaration.fingerprint),
+    )
     vectors = gateway.embed([r["content"] for r in corpus.records])
-    items = [{"kind": r["kind"], "content": r["content"], "lane": "eval", "tags": r["tags"], "source_key": r["key"],
-              "vector": vector, **{k: r[k] for k in ("thread_id", "thread_position") if k in r}}
-             for r, vector in zip(corpus.records, vectors, strict=True)]
+    items = [
+        {
+            "kind": r["kind"],
+            "content": r["content"],
+            "lane": "eval",
+            "tags": r["tags"],
+            "source_key": r["key"],
+            "vector": vector,
+            **{k: r[k] for k in ("thread_id", "thread_position") if k in r},
+        }
+        for r, vector in zip(corpus.records, vectors, strict=True)
+    ]
     rows = conn.execute("select item_number, record_id from emem.put_records(%s)", (json.dumps(items),)).fetchall()
     ids = {corpus.records[n - 1]["key"]: record_id for n, record_id in rows}
     for source, target, relation, properties in corpus.edges:
-        conn.execute("select emem.link_records(%s, %s, %s, %s)", (ids[source], ids[target], relation,
-                                                                    json.dumps(properties)))
+        conn.execute(
+            "select emem.link_records(%s, %s, %s, %s)", (ids[source], ids[target], relation, json.dumps(properties))
+        )
     by_key = {r["key"]: r for r in corpus.records}
     window_vectors = gateway.embed([" ".join(by_key[k]["content"] for k in keys) for keys in corpus.windows])
     for keys, vector in zip(corpus.windows, window_vectors, strict=True):
@@ -74,14 +88,16 @@ def recall(found: list[int], gold: set[int], k: int) -> float:
     return len(set(found[:k]) & gold) / len(gold)
 
 
-def evaluate(conn: psycopg.Connection, corpus: Corpus, ids: dict[str, int], question_vectors: list[list[float]],
-             profile: str) -> dict[str, dict[int, float]]:
+def evaluate(
+    conn: psycopg.Connection, corpus: Corpus, ids: dict[str, int], question_vectors: list[list[float]], profile: str
+) -> dict[str, dict[int, float]]:
     conn.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
     sums: dict[str, dict[int, float]] = defaultdict(lambda: {10: 0.0, 30: 0.0})
     counts: dict[str, int] = defaultdict(int)
     for question, vector in zip(corpus.questions, question_vectors, strict=True):
-        envelope = conn.execute("select emem.e_gather_find_envelope(%s, %s::vector, 1, 30)",
-                                (question.text, str(vector))).fetchone()[0]
+        envelope = conn.execute(
+            "select emem.e_gather_find_envelope(%s, %s::vector, 1, 30)", (question.text, str(vector))
+        ).fetchone()[0]
         found = [row["record_id"] for row in envelope["rows"]]
         gold = {ids[key] for key in question.gold}
         for kind in (question.kind, "all"):
@@ -98,8 +114,10 @@ def print_table(results: dict[str, dict[str, dict[int, float]]], question_counts
     print(header)
     print(f"{'':<19}" + "".join(f"{'R@10':>13}{'R@30':>13}" for _ in names))
     for kind in kinds:
-        print(f"{kind:<14}{question_counts[kind]:>5}"
-              + "".join(f"{results[name][kind][10]:>13.3f}{results[name][kind][30]:>13.3f}" for name in names))
+        print(
+            f"{kind:<14}{question_counts[kind]:>5}"
+            + "".join(f"{results[name][kind][10]:>13.3f}{results[name][kind][30]:>13.3f}" for name in names)
+        )
 
 
 def main() -> None:
@@ -113,9 +131,11 @@ def main() -> None:
     with fresh_database() as conn:
         ids = load(conn, corpus, gateway)
         question_vectors = gateway.embed([q.text for q in corpus.questions])
-        profiles = {"seed": profile_of(CONTROL / "emem.conf"),
-                    "exact_first": profile_of(CONTROL / "exact_first.conf"),
-                    "dense_only": "record_vectors"}
+        profiles = {
+            "seed": profile_of(CONTROL / "emem.conf"),
+            "exact_first": profile_of(CONTROL / "exact_first.conf"),
+            "dense_only": "record_vectors",
+        }
         if args.grid:
             profiles.update({f"grid {n}": profile for n, profile in enumerate(GRID, start=1)})
         results = {name: evaluate(conn, corpus, ids, question_vectors, profile) for name, profile in profiles.items()}
@@ -123,8 +143,10 @@ def main() -> None:
     for question in corpus.questions:
         question_counts[question.kind] += 1
         question_counts["all"] += 1
-    print(f"emem evaluation: {len(corpus.records)} records, {len(corpus.questions)} questions, seed {args.seed}, "
-          f"page 1 of 30, embedded model {gateway.declaration().model_name}")
+    print(
+        f"emem evaluation: {len(corpus.records)} records, {len(corpus.questions)} questions, seed {args.seed}, "
+        f"page 1 of 30, embedded model {gateway.declaration().model_name}"
+    )
     for name, profile in profiles.items():
         print(f"  {name}: {profile}")
     print_table(results, question_counts)

@@ -40,9 +40,7 @@ def build_lexicon(reader: WordNetCorpusReader) -> dict:
         lemmas[pos] = sorted(n for n in names if "_" not in n)
         exception_file = reader.open(f"{name}.exc")
         exceptions[pos] = {
-            fields[0]: fields[1:]
-            for fields in (line.split() for line in exception_file)
-            if len(fields) > 1
+            fields[0]: fields[1:] for fields in (line.split() for line in exception_file) if len(fields) > 1
         }
     return {"wordnet_version": reader.get_version(), "lemmas": lemmas, "exceptions": exceptions}
 

@@ -55,9 +55,11 @@ def exact_name(client: Client) -> None:
         say(f"On this corpus the record-vector lookup also found every record naming {name}:")
         show_rows(by_fulltext, name)
         return
-    say(f"Full text finds every record that contains {name}. The record(s) below are not among the nearest "
+    say(
+        f"Full text finds every record that contains {name}. The record(s) below are not among the nearest "
         "records of the record-vector lookup (found by: fulltext only), so vectors alone would have missed them; "
-        "the merge still places them on page 1:")
+        "the merge still places them on page 1:"
+    )
     show_rows(missed, name)
 
 
@@ -65,8 +67,10 @@ def meaning_match(client: Client) -> None:
     heading("2. A meaning match, found through record vectors")
     page = client.find(MEANING_QUESTION, 1, PAGE_SIZE)
     print(f'find "{MEANING_QUESTION}"')
-    say("No exact name in the question: WordNet knows all its words, so full text does not run, and the "
-        "nearest records by meaning come first:")
+    say(
+        "No exact name in the question: WordNet knows all its words, so full text does not run, and the "
+        "nearest records by meaning come first:"
+    )
     show_rows(page.rows[:4])
 
 
@@ -75,18 +79,26 @@ def window_hit(client: Client, connection: psycopg.Connection) -> None:
     page = client.find(WINDOW_QUESTION, 1, PAGE_SIZE)
     print(f'find "{WINDOW_QUESTION}"')
     hit = next((row for row in page.rows if row.found_by == ["window_vectors"]), None) or next(
-        (row for row in page.rows if row.placed_by == "window_vectors"), None)
+        (row for row in page.rows if row.placed_by == "window_vectors"), None
+    )
     if hit is None:
         say("No window placed a record on page 1 this time.")
         return
-    alone = "only through a window, not through its own vector" if hit.found_by == ["window_vectors"] else \
-        "through a window"
-    say(f"Record {hit.record_id} (rank {hit.rank}) was found {alone}. Its best window, {hit.windows[0]}, "
-        "covers these consecutive turns:")
+    alone = (
+        "only through a window, not through its own vector"
+        if hit.found_by == ["window_vectors"]
+        else "through a window"
+    )
+    say(
+        f"Record {hit.record_id} (rank {hit.rank}) was found {alone}. Its best window, {hit.windows[0]}, "
+        "covers these consecutive turns:"
+    )
     for thread_id, position, content in connection.execute(
-            "select r.thread_id, r.thread_position, r.content from emem.window_members as m"
-            " join emem.records as r on r.record_id = m.record_id"
-            " where m.window_id = %s order by r.thread_position", (hit.windows[0],)):
+        "select r.thread_id, r.thread_position, r.content from emem.window_members as m"
+        " join emem.records as r on r.record_id = m.record_id"
+        " where m.window_id = %s order by r.thread_position",
+        (hit.windows[0],),
+    ):
         marker = ">" if content == hit.content else " "
         print(f" {marker} {thread_id} #{position}: {content}")
     show_rows([row for row in page.rows if "window_vectors" in row.found_by][:5])

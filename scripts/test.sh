@@ -7,4 +7,5 @@ bash scripts/setup.sh --no-demo
 export EMEM_PGPORT=${EMEM_PGPORT:-5433}
 python=.venv/bin/python  # the project's virtual environment (made by setup.sh)
 "$python" -m ruff check .
+"$python" -m ruff format --check .
 "$python" -m pytest "$@"

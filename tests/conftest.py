@@ -29,13 +29,16 @@ def _server_reachable() -> None:
     except psycopg.OperationalError as error:
         pytest.exit(
             f"no PostgreSQL at {HOST}:{PORT} as {USER} ({error}). Run the README's test command "
-            "(bash scripts/test.sh), which starts the local cluster.", returncode=3)
+            "(bash scripts/test.sh), which starts the local cluster.",
+            returncode=3,
+        )
 
 
 _server_reachable()
 # One template per pytest process, so that concurrent runs do not share it.
 postgresql_noproc = factories.postgresql_noproc(
-    host=HOST, port=PORT, user=USER, dbname=f"emem_test_{os.getpid()}", load=[install_emem])
+    host=HOST, port=PORT, user=USER, dbname=f"emem_test_{os.getpid()}", load=[install_emem]
+)
 postgresql = factories.postgresql("postgresql_noproc")
 
 

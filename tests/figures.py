@@ -37,4 +37,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         details = BREAKDOWN[figure]
         if details:
             terminalreporter.write_line(
-                " " * 19 + ", ".join(f"{name} {count}" for name, count in sorted(details.items())))
+                " " * 19 + ", ".join(f"{name} {count}" for name, count in sorted(details.items()))
+            )

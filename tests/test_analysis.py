@@ -12,8 +12,9 @@ def analyser() -> Analyser:
     return Analyser(Lexicon.load())
 
 
-@pytest.mark.parametrize("code", ["INV-2031", "Q3", "1200", "$1,200", "4,311.60", "jan.kowalski@acme.com",
-                                  "max_wal_senders"])
+@pytest.mark.parametrize(
+    "code", ["INV-2031", "Q3", "1200", "$1,200", "4,311.60", "jan.kowalski@acme.com", "max_wal_senders"]
+)
 def test_codes_names_and_figures_survive_tokenisation(code: str) -> None:
     assert tokens(f"what about {code}?") == ["what", "about", code]
 

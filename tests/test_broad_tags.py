@@ -24,28 +24,45 @@ def broad(db: psycopg.Connection) -> psycopg.Connection:
     rng = random.Random(7)
     db.execute("select emem.create_lane('l')")
     db.execute("select emem.create_embedding_space('m', 4, null, true)")
-    items = [{"kind": "note", "content": f"broad record {i}" + (" in Q3" if i % 10 != 1 else ""), "lane": "l",
-              "tags": ["broad"]
-              + (["rare"] if i % 100 == 0 else []),
-              **({"vector": unit([rng.uniform(-1, 1) for _ in range(4)])} if i % 10 else {})}
-             for i in range(BROAD)]
-    items += [{"kind": "note", "content": f"rare only {i} INV-7", "lane": "l", "tags": ["rare"],
-               "vector": unit([rng.uniform(-1, 1) for _ in range(4)])} for i in range(30)]
+    items = [
+        {
+            "kind": "note",
+            "content": f"broad record {i}" + (" in Q3" if i % 10 != 1 else ""),
+            "lane": "l",
+            "tags": ["broad"] + (["rare"] if i % 100 == 0 else []),
+            **({"vector": unit([rng.uniform(-1, 1) for _ in range(4)])} if i % 10 else {}),
+        }
+        for i in range(BROAD)
+    ]
+    items += [
+        {
+            "kind": "note",
+            "content": f"rare only {i} INV-7",
+            "lane": "l",
+            "tags": ["rare"],
+            "vector": unit([rng.uniform(-1, 1) for _ in range(4)]),
+        }
+        for i in range(30)
+    ]
     for start in range(0, len(items), 1000):
-        db.execute("select count(*) from emem.put_records(%s)", (json.dumps(items[start:start + 1000]),))
+        db.execute("select count(*) from emem.put_records(%s)", (json.dumps(items[start : start + 1000]),))
     return db
 
 
 def envelope(db: psycopg.Connection, question: str, vector: list[float] | None, page: int, size: int) -> dict:
-    return db.execute("select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)",
-                      (question, None if vector is None else str(vector), page, size)).fetchone()[0]
+    return db.execute(
+        "select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)",
+        (question, None if vector is None else str(vector), page, size),
+    ).fetchone()[0]
 
 
 def exact_tag_order(db: psycopg.Connection, tags: list[str]) -> list[int]:
     rows = db.execute(
         """select t.record_id from (select distinct record_id from emem.record_tags where tag = any(%s)) t
            left join emem.record_vectors v using (record_id)
-           order by v.embedding <=> %s::vector nulls last, t.record_id""", (tags, str(QUESTION_VECTOR)))
+           order by v.embedding <=> %s::vector nulls last, t.record_id""",
+        (tags, str(QUESTION_VECTOR)),
+    )
     return [r[0] for r in rows]
 
 
@@ -64,7 +81,9 @@ def test_broad_and_rare_tags_together_count_each_record_once(broad: psycopg.Conn
         """select count(*) from (select record_id from emem.record_tags where tag in ('broad', 'rare')
            union select record_id from emem.records where content like '%%INV-7%%'
            union (select record_id from emem.record_vectors
-                  order by embedding <=> %s::vector limit 100)) as u""", (str(QUESTION_VECTOR),)).fetchone()[0]
+                  order by embedding <=> %s::vector limit 100)) as u""",
+        (str(QUESTION_VECTOR),),
+    ).fetchone()[0]
     assert result["total_candidates"] == expected
     for row in result["rows"]:
         assert ("tags" in row["found_by"]) == (row["record_id"] in set(exact_tag_order(broad, ["broad", "rare"])))
@@ -83,7 +102,7 @@ def test_degraded_broad_tag_lists_its_records_by_id(broad: psycopg.Connection) -
     assert [r["record_id"] for r in rows] == ids[40:80]
     degraded_two = envelope(broad, "broad rare", None, 1, 30)
     assert degraded_two["total_candidates"] == BROAD + 30
-    assert all("rare" in r["tags"] and "broad" in r["tags"] for r in degraded_two["rows"][:BROAD // 100])
+    assert all("rare" in r["tags"] and "broad" in r["tags"] for r in degraded_two["rows"][: BROAD // 100])
 
 
 def test_tag_counts_follow_writes(broad: psycopg.Connection) -> None:
@@ -91,8 +110,9 @@ def test_tag_counts_follow_writes(broad: psycopg.Connection) -> None:
     some = broad.execute("select record_id from emem.record_tags where tag = 'broad' limit 5").fetchall()
     for (record_id,) in some:
         broad.execute("select emem.untag_record(%s, array['broad'])", (record_id,))
-    broad.execute("delete from emem.records where record_id = (select min(record_id) from emem.record_tags"
-                  " where tag = 'broad')")
+    broad.execute(
+        "delete from emem.records where record_id = (select min(record_id) from emem.record_tags where tag = 'broad')"
+    )
     assert envelope(broad, "broad", QUESTION_VECTOR, 1, 30)["total_candidates"] == BROAD - 6
 
 
@@ -100,7 +120,9 @@ def exact_term_order(db: psycopg.Connection) -> list[int]:
     rows = db.execute(
         """select r.record_id from emem.records r left join emem.record_vectors v using (record_id)
            where r.content_search @@ phraseto_tsquery('emem.exact', 'Q3')
-           order by v.embedding <=> %s::vector nulls last, r.record_id""", (str(QUESTION_VECTOR),))
+           order by v.embedding <=> %s::vector nulls last, r.record_id""",
+        (str(QUESTION_VECTOR),),
+    )
     return [r[0] for r in rows]
 
 
@@ -123,7 +145,9 @@ def test_broad_tag_and_broad_term_together_count_each_record_once(broad: psycopg
                  where content_search @@ (phraseto_tsquery('emem.exact', 'Q3')
                                           || phraseto_tsquery('emem.exact', 'INV-7'))
            union (select record_id from emem.record_vectors
-                  order by embedding <=> %s::vector limit 100)) as u""", (str(QUESTION_VECTOR),)).fetchone()[0]
+                  order by embedding <=> %s::vector limit 100)) as u""",
+        (str(QUESTION_VECTOR),),
+    ).fetchone()[0]
     assert result["total_candidates"] == expected
     terms = set(exact_term_order(broad))
     for row in result["rows"]:
@@ -133,8 +157,13 @@ def test_broad_tag_and_broad_term_together_count_each_record_once(broad: psycopg
 def test_edge_endpoints_count_once_beside_broad_lists(broad: psycopg.Connection) -> None:
     """Records reached only by an edge whose label the question names join the union of several
     broad lists once, as do the endpoints of such an edge that the lists hold already."""
-    plain = [r[0] for r in broad.execute("select record_id from emem.put_records(%s)", (json.dumps(
-        [{"kind": "note", "content": f"plain {i}", "lane": "l"} for i in range(6)]),))]
+    plain = [
+        r[0]
+        for r in broad.execute(
+            "select record_id from emem.put_records(%s)",
+            (json.dumps([{"kind": "note", "content": f"plain {i}", "lane": "l"} for i in range(6)]),),
+        )
+    ]
     tagged = broad.execute("select min(record_id) from emem.record_tags where tag = 'rare'").fetchone()[0]
     for start, end in [(plain[0], plain[1]), (plain[2], plain[3]), (plain[4], tagged), (plain[4], plain[5])]:
         broad.execute("""select emem.link_records(%s, %s, 'paid', '{"for": "rare"}')""", (start, end))
@@ -146,7 +175,10 @@ def test_edge_endpoints_count_once_beside_broad_lists(broad: psycopg.Connection)
                                           || phraseto_tsquery('emem.exact', 'INV-7'))
            union select unnest(array[from_record_id, to_record_id]) from emem.edges
            union (select record_id from emem.record_vectors
-                  order by embedding <=> %s::vector limit 100)) as u""", (str(QUESTION_VECTOR),)).fetchone()[0]
+                  order by embedding <=> %s::vector limit 100)) as u""",
+        (str(QUESTION_VECTOR),),
+    ).fetchone()[0]
     without_plain = broad.execute(
-        "select count(distinct record_id) from emem.record_tags where tag in ('broad', 'rare')").fetchone()[0]
+        "select count(distinct record_id) from emem.record_tags where tag in ('broad', 'rare')"
+    ).fetchone()[0]
     assert result["total_candidates"] == expected and expected >= without_plain + len(plain)

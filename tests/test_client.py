@@ -55,10 +55,12 @@ class StubGateway:
 
 @pytest.fixture
 def gateway() -> StubGateway:
-    return StubGateway({
-        "Which invoices did Kowalski send?": INVOICE_AXIS,
-        "How was the weather?": WEATHER_AXIS,
-    })
+    return StubGateway(
+        {
+            "Which invoices did Kowalski send?": INVOICE_AXIS,
+            "How was the weather?": WEATHER_AXIS,
+        }
+    )
 
 
 @pytest.fixture
@@ -72,14 +74,34 @@ def client(db: psycopg.Connection, gateway: StubGateway) -> Client:
 @pytest.fixture
 def corpus(client: Client) -> dict[str, int]:
     """Three notes, one per axis; the invoice note is tagged and mentions Kowalski."""
-    ids = client.put_records([
-        {"kind": "note", "content": "Kowalski sent invoice INV-2031 for the Apollo migration", "lane": "work",
-         "tags": ["invoice", "project apollo"], "vector": INVOICE_AXIS, "occurred_at": DAY},
-        {"kind": "note", "content": "Sunny all week", "lane": "work", "tags": ["weather"],
-         "vector": WEATHER_AXIS, "occurred_at": DAY + timedelta(days=1)},
-        {"kind": "note", "content": "Weekly sync moved to Tuesday", "lane": "private", "tags": ["meeting"],
-         "vector": MEETING_AXIS, "occurred_at": DAY + timedelta(days=2)},
-    ])
+    ids = client.put_records(
+        [
+            {
+                "kind": "note",
+                "content": "Kowalski sent invoice INV-2031 for the Apollo migration",
+                "lane": "work",
+                "tags": ["invoice", "project apollo"],
+                "vector": INVOICE_AXIS,
+                "occurred_at": DAY,
+            },
+            {
+                "kind": "note",
+                "content": "Sunny all week",
+                "lane": "work",
+                "tags": ["weather"],
+                "vector": WEATHER_AXIS,
+                "occurred_at": DAY + timedelta(days=1),
+            },
+            {
+                "kind": "note",
+                "content": "Weekly sync moved to Tuesday",
+                "lane": "private",
+                "tags": ["meeting"],
+                "vector": MEETING_AXIS,
+                "occurred_at": DAY + timedelta(days=2),
+            },
+        ]
+    )
     return dict(zip(["invoice", "weather", "meeting"], ids, strict=True))
 
 
@@ -92,14 +114,30 @@ def test_put_records_returns_ids_in_item_order(client: Client, corpus: dict[str,
 
 
 def test_put_record_writes_thread_fields_and_metadata(client: Client) -> None:
-    record_id = client.put_record("conversation", "Hello, this is Anna from Acme", "work", ("customer:acme",),
-                                  thread_id="call-7", thread_position=0, metadata={"speaker": "Anna"},
-                                  authority=0.9)
+    record_id = client.put_record(
+        "conversation",
+        "Hello, this is Anna from Acme",
+        "work",
+        ("customer:acme",),
+        thread_id="call-7",
+        thread_position=0,
+        metadata={"speaker": "Anna"},
+        authority=0.9,
+    )
     [record] = client.records_with_all_tags(["customer:acme"])
     assert record == RecordSummary(
-        record_id=record_id, kind="conversation", lane="work", content="Hello, this is Anna from Acme",
-        tags=["customer:acme"], authority=record.authority, occurred_at=record.occurred_at,
-        created_at=record.created_at, thread_id="call-7", thread_position=0, metadata={"speaker": "Anna"})
+        record_id=record_id,
+        kind="conversation",
+        lane="work",
+        content="Hello, this is Anna from Acme",
+        tags=["customer:acme"],
+        authority=record.authority,
+        occurred_at=record.occurred_at,
+        created_at=record.created_at,
+        thread_id="call-7",
+        thread_position=0,
+        metadata={"speaker": "Anna"},
+    )
     assert record.authority == pytest.approx(0.9)
 
 
@@ -116,7 +154,8 @@ def test_database_errors_propagate_unchanged(client: Client) -> None:
 
 
 def test_find_with_the_question_vector_ranks_by_cosine_distance(
-        client: Client, corpus: dict[str, int], gateway: StubGateway) -> None:
+    client: Client, corpus: dict[str, int], gateway: StubGateway
+) -> None:
     page = client.find("How was the weather?")
     assert gateway.embedded[-1] == "How was the weather?"
     assert not page.degraded
@@ -137,7 +176,8 @@ def test_find_pages_describe_the_whole_merged_list(client: Client, corpus: dict[
 
 
 def test_find_is_degraded_with_the_gateway_reason_when_the_gateway_fails(
-        client: Client, corpus: dict[str, int], gateway: StubGateway) -> None:
+    client: Client, corpus: dict[str, int], gateway: StubGateway
+) -> None:
     gateway.failure = GatewayError(GATEWAY_DOWN, "connection refused")
     page = client.find("Which invoices did Kowalski send?")
     assert page.degraded
@@ -148,7 +188,8 @@ def test_find_is_degraded_with_the_gateway_reason_when_the_gateway_fails(
 
 
 def test_find_is_degraded_when_the_declaration_does_not_match_the_active_space(
-        client: Client, corpus: dict[str, int], gateway: StubGateway) -> None:
+    client: Client, corpus: dict[str, int], gateway: StubGateway
+) -> None:
     gateway.model_name = "another-model"
     page = client.find("Which invoices did Kowalski send?")
     assert (page.degraded, page.degraded_reason) == (True, "declaration_mismatch")
@@ -156,7 +197,8 @@ def test_find_is_degraded_when_the_declaration_does_not_match_the_active_space(
 
 
 def test_find_is_degraded_when_the_gateway_answers_another_dimension(
-        client: Client, corpus: dict[str, int], gateway: StubGateway) -> None:
+    client: Client, corpus: dict[str, int], gateway: StubGateway
+) -> None:
     gateway.vectors["How was the weather?"] = [1.0, 0.0]
     page = client.find("How was the weather?")
     assert (page.degraded, page.degraded_reason) == (True, "gateway_bad_answer")
@@ -168,7 +210,8 @@ def test_find_is_degraded_without_an_active_space(db: psycopg.Connection, gatewa
 
 
 def test_the_active_space_is_cached_for_space_ttl_seconds(
-        db: psycopg.Connection, client: Client, corpus: dict[str, int]) -> None:
+    db: psycopg.Connection, client: Client, corpus: dict[str, int]
+) -> None:
     assert not client.find("How was the weather?").degraded
     db.execute("select emem.create_embedding_space('other', 3, null, true)")
     assert not client.find("How was the weather?").degraded  # the active space is cached
@@ -177,7 +220,8 @@ def test_the_active_space_is_cached_for_space_ttl_seconds(
 
 
 def test_explain_reports_the_lookups_and_the_gateway_reason(
-        client: Client, corpus: dict[str, int], gateway: StubGateway) -> None:
+    client: Client, corpus: dict[str, int], gateway: StubGateway
+) -> None:
     explanation = client.explain("Which invoices did Kowalski send?")
     assert explanation["lookups"]["record_vectors"]["candidates"] == 3
     gateway.failure = GatewayError("gateway_timeout", "slow")
@@ -211,15 +255,17 @@ def test_timeline_lists_by_date_within_bounds_with_filters(client: Client, corpu
     assert [r.record_id for r in everything] == [corpus["invoice"], corpus["weather"], corpus["meeting"]]
     later = client.timeline(DAY + timedelta(hours=1), DAY + timedelta(days=2), page=2, page_size=1)
     assert [r.record_id for r in later] == [corpus["meeting"]]
-    assert [r.record_id for r in client.timeline(DAY, DAY + timedelta(days=9), tags=["weather"])] == [
-        corpus["weather"]]
+    assert [r.record_id for r in client.timeline(DAY, DAY + timedelta(days=9), tags=["weather"])] == [corpus["weather"]]
     assert client.timeline(DAY, DAY + timedelta(days=9), kinds=["conversation"]) == []
 
 
 def test_vectors_and_windows_are_written_for_threads(client: Client) -> None:
-    turns = client.put_records([
-        {"kind": "conversation", "content": text, "lane": "work", "thread_id": "call-1", "thread_position": n}
-        for n, text in enumerate(["Hi, Anna here", "The invoice is late", "I will pay on Friday"])])
+    turns = client.put_records(
+        [
+            {"kind": "conversation", "content": text, "lane": "work", "thread_id": "call-1", "thread_position": n}
+            for n, text in enumerate(["Hi, Anna here", "The invoice is late", "I will pay on Friday"])
+        ]
+    )
     client.put_record_vector(turns[1], INVOICE_AXIS)
     window_id = client.put_window(turns, [0.9, 0.1, 0.0])
     page = client.find("Which invoices did Kowalski send?")
@@ -246,12 +292,18 @@ def test_health_is_degraded_when_the_declaration_is_unreadable(client: Client, g
     gateway.failure = GatewayError(GATEWAY_DOWN, "connection refused")
     health = client.health()
     assert (health.status, health.reasons, health.gateway_reason) == (
-        "degraded", ["declaration_unreadable"], "gateway_down")
+        "degraded",
+        ["declaration_unreadable"],
+        "gateway_down",
+    )
 
 
 def test_run_executes_a_custom_call(client: Client, corpus: dict[str, int]) -> None:
-    count_in_lane = calls.Call("select count(*) as records from emem.records where lane_name = %s", ("work",),
-                               lambda rows: int(rows[0]["records"]))
+    count_in_lane = calls.Call(
+        "select count(*) as records from emem.records where lane_name = %s",
+        ("work",),
+        lambda rows: int(rows[0]["records"]),
+    )
     assert client.run(count_in_lane) == 2
 
 
@@ -289,8 +341,12 @@ def test_the_client_borrows_a_pool(pool: ConnectionPool, client: Client, corpus:
 
 
 def test_an_agent_reads_only_its_lanes_but_learns_the_totals(
-        db: psycopg.Connection, make_role: Callable[..., str], dsn: Callable[..., str],
-        client: Client, corpus: dict[str, int]) -> None:
+    db: psycopg.Connection,
+    make_role: Callable[..., str],
+    dsn: Callable[..., str],
+    client: Client,
+    corpus: dict[str, int],
+) -> None:
     db.execute("select emem.create_agent_profile('worker', array['work'])")
     role = make_role("worker", "worker")
     with psycopg.connect(dsn(role), autocommit=True) as connection:
@@ -300,7 +356,8 @@ def test_an_agent_reads_only_its_lanes_but_learns_the_totals(
 
 
 def test_the_async_client_has_the_same_surface(
-        dsn: Callable[..., str], client: Client, gateway: StubGateway, corpus: dict[str, int]) -> None:
+    dsn: Callable[..., str], client: Client, gateway: StubGateway, corpus: dict[str, int]
+) -> None:
     async def scenario() -> tuple[FindPage, FindPage, list[RecordSummary], str]:
         async with await psycopg.AsyncConnection.connect(dsn(), autocommit=True) as connection:
             aclient = AsyncClient(connection, gateway)
@@ -324,9 +381,18 @@ def test_the_async_client_borrows_a_pool(dsn: Callable[..., str], gateway: StubG
     async def scenario() -> tuple[list[int], list[RecordSummary], str]:
         async with AsyncConnectionPool(dsn(), min_size=1, max_size=2, open=False) as pool:
             aclient = AsyncClient(pool, gateway)
-            ids = await aclient.put_records([
-                {"kind": "note", "content": f"Pooled note {n}", "lane": "work", "vector": INVOICE_AXIS,
-                 "occurred_at": DAY} for n in range(2)])
+            ids = await aclient.put_records(
+                [
+                    {
+                        "kind": "note",
+                        "content": f"Pooled note {n}",
+                        "lane": "work",
+                        "vector": INVOICE_AXIS,
+                        "occurred_at": DAY,
+                    }
+                    for n in range(2)
+                ]
+            )
             timeline = await aclient.timeline(DAY, DAY, kinds=["note"])
             return ids, timeline, (await aclient.health()).status
 

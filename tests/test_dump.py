@@ -17,18 +17,40 @@ def fill(db: psycopg.Connection) -> None:
     db.execute("select emem.create_lane('sales')")
     db.execute("select emem.create_agent_profile('clerk', array['sales'])")
     db.execute("select emem.create_embedding_space('m', 3, 'fp', true)")
-    items = [{"kind": "note", "content": f"INV-2031 note {i}", "lane": "sales", "tags": ["apollo"],
-              "vector": [1, i, 0]} for i in range(5)]
-    items += [{"kind": "conversation", "content": f"turn {i}", "lane": "sales", "thread_id": "c",
-               "thread_position": i, "vector": [0, 1, i]} for i in range(3)]
+    items = [
+        {"kind": "note", "content": f"INV-2031 note {i}", "lane": "sales", "tags": ["apollo"], "vector": [1, i, 0]}
+        for i in range(5)
+    ]
+    items += [
+        {
+            "kind": "conversation",
+            "content": f"turn {i}",
+            "lane": "sales",
+            "thread_id": "c",
+            "thread_position": i,
+            "vector": [0, 1, i],
+        }
+        for i in range(3)
+    ]
     ids = [r[0] for r in db.execute("select record_id from emem.put_records(%s)", (json.dumps(items),))]
     db.execute("select emem.put_window(%s, '[1,1,1]')", (ids[5:8],))
     db.execute("select emem.link_records(%s, %s, 'billed', '{\"invoice\": \"INV-9\"}')", (ids[0], ids[1]))
 
 
 def snapshot(conn: psycopg.Connection) -> dict:
-    tables = ["lanes", "agent_profiles", "profile_lanes", "embedding_spaces", "records", "record_tags", "edges",
-              "edge_labels", "record_vectors", "windows", "window_members"]
+    tables = [
+        "lanes",
+        "agent_profiles",
+        "profile_lanes",
+        "embedding_spaces",
+        "records",
+        "record_tags",
+        "edges",
+        "edge_labels",
+        "record_vectors",
+        "windows",
+        "window_members",
+    ]
     return {
         "counts": {t: conn.execute(f"select count(*) from emem.{t}").fetchone()[0] for t in tables},
         "find": conn.execute("select emem.e_gather_find_envelope(%s, %s)", QUESTION).fetchone()[0],
@@ -45,8 +67,9 @@ def test_dump_and_restore_keep_user_rows_and_answers(db: psycopg.Connection, dsn
     subprocess.run([shutil.which("pg_dump"), *connection, "-Fc", "-f", str(dump), info.dbname], check=True)
     db.execute(f"create database {target}")
     try:
-        subprocess.run([shutil.which("pg_restore"), *connection, "-d", target, "--exit-on-error", str(dump)],
-                       check=True)
+        subprocess.run(
+            [shutil.which("pg_restore"), *connection, "-d", target, "--exit-on-error", str(dump)], check=True
+        )
         with psycopg.connect(host=info.host, port=info.port, user=info.user, dbname=target, autocommit=True) as copy:
             after = snapshot(copy)
             assert after == before
@@ -59,20 +82,23 @@ def test_dump_and_restore_keep_user_rows_and_answers(db: psycopg.Connection, dsn
         db.execute(f"drop database {target} with (force)")
 
 
-@pytest.mark.parametrize("call", [
-    "select emem.create_lane('other')",
-    "select emem.put_record('note', 'x INV-1', 'sales', array['t'])",
-    "select emem.put_record_vector(1, '[1,0,0]')",
-    "select emem.tag_record(1, array['u'])",
-    "select emem.link_records(1, 2, 'r', '{\"k\": \"v\"}')",
-    "select emem.put_window(array[6,7]::bigint[], '[1,0,1]')",
-    "select count(*) from emem.e_gather_find('apollo INV-2031 turn', '[1,0,0]')",
-    "select emem.e_gather_find_envelope('apollo', null)",
-    "select emem.e_gather_explain('apollo', '[1,0,0]')",
-    "select count(*) from emem.records_with_all_tags(array['apollo'])",
-    "select count(*) from emem.e_timeline('-infinity', 'infinity')",
-    "select emem.e_health('m', 3, 'fp')",
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        "select emem.create_lane('other')",
+        "select emem.put_record('note', 'x INV-1', 'sales', array['t'])",
+        "select emem.put_record_vector(1, '[1,0,0]')",
+        "select emem.tag_record(1, array['u'])",
+        "select emem.link_records(1, 2, 'r', '{\"k\": \"v\"}')",
+        "select emem.put_window(array[6,7]::bigint[], '[1,0,1]')",
+        "select count(*) from emem.e_gather_find('apollo INV-2031 turn', '[1,0,0]')",
+        "select emem.e_gather_find_envelope('apollo', null)",
+        "select emem.e_gather_explain('apollo', '[1,0,0]')",
+        "select count(*) from emem.records_with_all_tags(array['apollo'])",
+        "select count(*) from emem.e_timeline('-infinity', 'infinity')",
+        "select emem.e_health('m', 3, 'fp')",
+    ],
+)
 def test_functions_work_with_an_empty_search_path(db: psycopg.Connection, call: str) -> None:
     fill(db)
     db.execute("set search_path = ''")

@@ -44,8 +44,8 @@ RETRIED = (errors.DeadlockDetected, errors.SerializationFailure)
 
 # ---- a race that needs no fault -------------------------------------------------------------------------
 
-def test_concurrent_reingest_of_one_source_key_writes_it_once(db: psycopg.Connection, dsn: Callable[..., str]
-                                                              ) -> None:
+
+def test_concurrent_reingest_of_one_source_key_writes_it_once(db: psycopg.Connection, dsn: Callable[..., str]) -> None:
     """Two ingest workers write the same source at once: one creates the record, the other gets
     the stored id back (created = false), as a re-ingest does; neither gets an error."""
     db.execute("select emem.create_lane('sales')")
@@ -56,8 +56,9 @@ def test_concurrent_reingest_of_one_source_key_writes_it_once(db: psycopg.Connec
 
         def write_again() -> None:
             try:
-                outcome["second"] = second.execute("select record_id, created from emem.put_records(%s)",
-                                                   (item,)).fetchone()
+                outcome["second"] = second.execute(
+                    "select record_id, created from emem.put_records(%s)", (item,)
+                ).fetchone()
             except psycopg.Error as error:
                 outcome["second"] = f"{error.sqlstate}: {error.diag.message_primary}"
 
@@ -71,6 +72,7 @@ def test_concurrent_reingest_of_one_source_key_writes_it_once(db: psycopg.Connec
 
 
 # ---- a private cluster to kill ------------------------------------------------------------------------------
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -96,17 +98,38 @@ class Cluster:
         return done
 
     def initdb(self) -> None:
-        self.run(str(self.bindir / "initdb"), "-D", str(self.datadir), "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                 "--locale=C.UTF-8", "--no-sync")
+        self.run(
+            str(self.bindir / "initdb"),
+            "-D",
+            str(self.datadir),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--locale=C.UTF-8",
+            "--no-sync",
+        )
         settings = (ROOT / "control" / "emem.conf").read_text()
         with (self.datadir / "postgresql.conf").open("a") as conf:
-            conf.write(f"\n{settings}\nfsync = on\nsynchronous_commit = on\nmax_connections = 20\n"
-                       "shared_buffers = 32MB\n")
+            conf.write(
+                f"\n{settings}\nfsync = on\nsynchronous_commit = on\nmax_connections = 20\nshared_buffers = 32MB\n"
+            )
 
     def start(self) -> None:
-        self.run(str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-l", str(self.datadir / "server.log"), "-w",
-                 "-t", "120", "-o", f"-p {self.port} -c listen_addresses=127.0.0.1"
-                 f" -c unix_socket_directories={self.datadir}", "start")
+        self.run(
+            str(self.bindir / "pg_ctl"),
+            "-D",
+            str(self.datadir),
+            "-l",
+            str(self.datadir / "server.log"),
+            "-w",
+            "-t",
+            "120",
+            "-o",
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.datadir}",
+            "start",
+        )
 
     def stop(self) -> None:
         self.run(str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "immediate", "-w", "stop", check=False)
@@ -175,9 +198,14 @@ def batch_items(number: int) -> str:
     rng = random.Random(number)
     items = []
     for i in range(BATCH):
-        item = {"kind": "note", "content": f"batch {number} item {i} INV-{number}-{i}", "lane": "ingest",
-                "tags": [f"batch-{number}", "crash test"], "source_key": f"b{number}-{i}",
-                "vector": [rng.uniform(0.1, 1) for _ in range(4)]}
+        item = {
+            "kind": "note",
+            "content": f"batch {number} item {i} INV-{number}-{i}",
+            "lane": "ingest",
+            "tags": [f"batch-{number}", "crash test"],
+            "source_key": f"b{number}-{i}",
+            "vector": [rng.uniform(0.1, 1) for _ in range(4)],
+        }
         if i % 3 == 0:
             item |= {"kind": "conversation", "thread_id": f"batch-{number}", "thread_position": i}
         items.append(item)
@@ -212,10 +240,14 @@ class Ingest:
 def check_batches(conn: psycopg.Connection, ingest: Ingest) -> int:
     """Every acknowledged batch whole; the batch in flight whole or absent; nothing else. Returns
     the number of records checked."""
-    stored = {row[0]: row[1:] for row in conn.execute(
-        "select split_part(r.source_key, '-', 1), count(*), count(distinct t.tag), count(v.record_id)"
-        " from emem.records r left join emem.record_tags t on t.record_id = r.record_id and t.tag like 'batch-%%'"
-        " left join emem.record_vectors v on v.record_id = r.record_id group by 1")}
+    stored = {
+        row[0]: row[1:]
+        for row in conn.execute(
+            "select split_part(r.source_key, '-', 1), count(*), count(distinct t.tag), count(v.record_id)"
+            " from emem.records r left join emem.record_tags t on t.record_id = r.record_id and t.tag like 'batch-%%'"
+            " left join emem.record_vectors v on v.record_id = r.record_id group by 1"
+        )
+    }
     acknowledged = set(ingest.acknowledged)
     for number in ingest.sent:
         records, tags, vectors = stored.pop(f"b{number}", (0, 0, 0))
@@ -250,25 +282,40 @@ def test_every_acknowledged_batch_survives_sigkill_of_the_postmaster(private_clu
         cluster.start()
         with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
             figures.add("records checked", check_batches(conn, ingest), detail="after SIGKILL")
-            in_flight = ingest.sent[-1] not in ingest.acknowledged and conn.execute(
-                "select count(*) from emem.records where source_key = %s", (f"b{ingest.sent[-1]}-0",)).fetchone()[0]
-        figures.add("faults injected", detail="SIGKILL mid-batch, batch absent after restart" if in_flight == 0
-                    else "SIGKILL mid-batch, batch committed but not acknowledged" if in_flight
-                    else "SIGKILL between batches")
+            in_flight = (
+                ingest.sent[-1] not in ingest.acknowledged
+                and conn.execute(
+                    "select count(*) from emem.records where source_key = %s", (f"b{ingest.sent[-1]}-0",)
+                ).fetchone()[0]
+            )
+        figures.add(
+            "faults injected",
+            detail="SIGKILL mid-batch, batch absent after restart"
+            if in_flight == 0
+            else "SIGKILL mid-batch, batch committed but not acknowledged"
+            if in_flight
+            else "SIGKILL between batches",
+        )
     with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
         # Indexes survived too: amcheck on every B-tree, and the HNSW and GIN indexes answer.
         conn.execute("create extension if not exists amcheck")
         for (index,) in conn.execute(
-                "select c.oid::regclass::text from pg_index i join pg_class c on c.oid = i.indexrelid"
-                " join pg_am a on a.oid = c.relam where a.amname = 'btree'"
-                " and c.relnamespace = 'emem'::regnamespace").fetchall():
+            "select c.oid::regclass::text from pg_index i join pg_class c on c.oid = i.indexrelid"
+            " join pg_am a on a.oid = c.relam where a.amname = 'btree'"
+            " and c.relnamespace = 'emem'::regnamespace"
+        ).fetchall():
             conn.execute("select bt_index_check(%s::regclass, true)", (index,))
         last = ingest.acknowledged[-1]
-        found = conn.execute("select emem.e_gather_find_envelope(%s, '[1,1,1,1]', 1, 1000)",
-                             (f"INV-{last}-7 batch-{last}",)).fetchone()[0]
-        assert f"b{last}-7" in {r[0] for r in conn.execute(
-            "select source_key from emem.records where record_id = any(%s)",
-            ([row["record_id"] for row in found["rows"]],))}
+        found = conn.execute(
+            "select emem.e_gather_find_envelope(%s, '[1,1,1,1]', 1, 1000)", (f"INV-{last}-7 batch-{last}",)
+        ).fetchone()[0]
+        assert f"b{last}-7" in {
+            r[0]
+            for r in conn.execute(
+                "select source_key from emem.records where record_id = any(%s)",
+                ([row["record_id"] for row in found["rows"]],),
+            )
+        }
     assert len(ingest.acknowledged) >= FAULTS
 
 
@@ -319,8 +366,10 @@ class Writer:
         try:
             with psycopg.connect(self.dsn, autocommit=True) as conn:
                 while time.monotonic() < self.deadline and not self.model.failures:
-                    step = self.rng.choices([self.batch, self.tag, self.untag, self.link, self.window, self.revector],
-                                            weights=[4, 3, 1, 2, 2, 1])[0]
+                    step = self.rng.choices(
+                        [self.batch, self.tag, self.untag, self.link, self.window, self.revector],
+                        weights=[4, 3, 1, 2, 2, 1],
+                    )[0]
                     if step != self.batch and not self.mine:
                         step = self.batch
                     retrying(self.model, lambda step=step: step(conn))
@@ -334,13 +383,29 @@ class Writer:
     def batch(self, conn: psycopg.Connection) -> None:
         rng = self.rng
         thread = f"w{self.number}-{len(self.threads)}-{rng.getrandbits(32)}"
-        items = [{"kind": "note", "content": f"note {rng.randint(0, 99)} INV-{rng.randint(0, 9)} of {self.lane}",
-                  "lane": rng.choice([self.lane, self.lane, "commons"]), "tags": rng.sample(TAG_POOL, 2),
-                  "vector": json.loads(vector(rng))} for _ in range(rng.randint(3, 12))]
+        items = [
+            {
+                "kind": "note",
+                "content": f"note {rng.randint(0, 99)} INV-{rng.randint(0, 9)} of {self.lane}",
+                "lane": rng.choice([self.lane, self.lane, "commons"]),
+                "tags": rng.sample(TAG_POOL, 2),
+                "vector": json.loads(vector(rng)),
+            }
+            for _ in range(rng.randint(3, 12))
+        ]
         turns = rng.randint(3, 6)
-        items += [{"kind": "conversation", "content": f"turn {i} about {rng.choice(TAG_POOL)}", "lane": self.lane,
-                   "thread_id": thread, "thread_position": i, "tags": [rng.choice(TAG_POOL)],
-                   "vector": json.loads(vector(rng))} for i in range(turns)]
+        items += [
+            {
+                "kind": "conversation",
+                "content": f"turn {i} about {rng.choice(TAG_POOL)}",
+                "lane": self.lane,
+                "thread_id": thread,
+                "thread_position": i,
+                "tags": [rng.choice(TAG_POOL)],
+                "vector": json.loads(vector(rng)),
+            }
+            for i in range(turns)
+        ]
         ids = [r[0] for r in conn.execute("select record_id from emem.put_records(%s)", (json.dumps(items),))]
         with self.model.lock:
             for record_id, item in zip(ids, items, strict=True):
@@ -366,15 +431,17 @@ class Writer:
         with self.model.lock:  # any record in a lane this writer reads: its own, or commons
             readable = [i for i, r in self.model.records.items() if r["lane"] in (self.lane, "commons")]
         ends = self.rng.sample(readable, 2) if len(readable) > 1 else [readable[0]] * 2
-        conn.execute("select emem.link_records(%s, %s, 'mentions', %s)",
-                     (*ends, json.dumps({"writer": self.number, "code": f"INV-{self.rng.randint(0, 9)}"})))
+        conn.execute(
+            "select emem.link_records(%s, %s, 'mentions', %s)",
+            (*ends, json.dumps({"writer": self.number, "code": f"INV-{self.rng.randint(0, 9)}"})),
+        )
         with self.model.lock:
             self.model.edges += 1
 
     def window(self, conn: psycopg.Connection) -> None:
         turns = self.rng.choice(self.threads)
         first = self.rng.randrange(len(turns) - 1)
-        members = turns[first:first + self.rng.randint(2, 3)]
+        members = turns[first : first + self.rng.randint(2, 3)]
         conn.execute("select emem.put_window(%s, %s::vector)", (members, vector(self.rng)))
         with self.model.lock:
             self.model.windows[(tuple(members))] = set(members)
@@ -407,8 +474,10 @@ class Finder:
 
     def envelope(self, conn: psycopg.Connection) -> None:
         page_size = self.rng.choice([5, 30])
-        found = conn.execute("select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)",
-                             (*self.question(), self.rng.randint(1, 3), page_size)).fetchone()[0]
+        found = conn.execute(
+            "select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)",
+            (*self.question(), self.rng.randint(1, 3), page_size),
+        ).fetchone()[0]
         assert {r["lane"] for r in found["rows"]} <= self.lanes
         assert found["total_pages"] == math.ceil(found["total_candidates"] / page_size)
 
@@ -417,13 +486,19 @@ class Finder:
         assert lanes <= self.lanes
 
     def timeline(self, conn: psycopg.Connection) -> None:
-        lanes = {r[0] for r in conn.execute(
-            "select lane from emem.e_timeline(now() - interval '1 hour', now(), %s, 50)", (self.rng.randint(1, 5),))}
+        lanes = {
+            r[0]
+            for r in conn.execute(
+                "select lane from emem.e_timeline(now() - interval '1 hour', now(), %s, 50)", (self.rng.randint(1, 5),)
+            )
+        }
         assert lanes <= self.lanes
 
     def intersection(self, conn: psycopg.Connection) -> None:
-        lanes = {r[0] for r in conn.execute("select lane from emem.records_with_all_tags(%s)",
-                                            (self.rng.sample(TAG_POOL, 2),))}
+        lanes = {
+            r[0]
+            for r in conn.execute("select lane from emem.records_with_all_tags(%s)", (self.rng.sample(TAG_POOL, 2),))
+        }
         assert lanes <= self.lanes
 
     def explain(self, conn: psycopg.Connection) -> None:
@@ -431,8 +506,9 @@ class Finder:
 
 
 @pytest.mark.slow
-def test_concurrent_writers_and_finders_keep_every_count(db: psycopg.Connection, make_role: Callable[..., str],
-                                                         dsn: Callable[..., str]) -> None:
+def test_concurrent_writers_and_finders_keep_every_count(
+    db: psycopg.Connection, make_role: Callable[..., str], dsn: Callable[..., str]
+) -> None:
     writers_count = finders_count = 3
     db.execute("select emem.create_lane('commons')")
     db.execute("select emem.create_embedding_space('soak-model', %s, null, true)", (DIMENSION,))
@@ -454,19 +530,27 @@ def test_concurrent_writers_and_finders_keep_every_count(db: psycopg.Connection,
     assert model.operations > 0 and sum(f.finds for f in finders) > 0
 
     # The counts add up to what the writers saw acknowledged.
-    stored = {row[0]: {"lane": row[1], "tags": set(row[2])} for row in db.execute(
-        "select r.record_id, r.lane_name, array(select tag from emem.record_tags t where t.record_id = r.record_id)"
-        " from emem.records r")}
+    stored = {
+        row[0]: {"lane": row[1], "tags": set(row[2])}
+        for row in db.execute(
+            "select r.record_id, r.lane_name, array(select tag from emem.record_tags t where t.record_id = r.record_id)"
+            " from emem.records r"
+        )
+    }
     assert stored == model.records
     assert db.execute("select count(*) from emem.record_vectors").fetchone()[0] == len(model.records)
     assert db.execute("select count(*) from emem.edges").fetchone()[0] == model.edges
-    windows = {tuple(sorted(row[0])) for row in db.execute(
-        "select array_agg(record_id) from emem.window_members group by window_id")}
+    windows = {
+        tuple(sorted(row[0]))
+        for row in db.execute("select array_agg(record_id) from emem.window_members group by window_id")
+    }
     assert windows == {tuple(sorted(members)) for members in model.windows.values()}
     vocabulary = db.execute("select to_regclass('emem.tag_vocabulary') is not null").fetchone()[0]
     if vocabulary:  # a derived count kept by triggers must match the tags it counts
         counted = dict(db.execute("select tag, record_count from emem.tag_vocabulary where record_count > 0"))
         assert counted == dict(db.execute("select tag, count(*) from emem.record_tags group by tag"))
     figures.add("records checked", len(stored), detail="soak")
-    print(f"soak: {model.operations} writes, {sum(f.finds for f in finders)} reads, {model.retries} retries"
-          f" (deadlocks or serialization failures), {len(stored)} records in {SOAK_SECONDS:.0f} s")
+    print(
+        f"soak: {model.operations} writes, {sum(f.finds for f in finders)} reads, {model.retries} retries"
+        f" (deadlocks or serialization failures), {len(stored)} records in {SOAK_SECONDS:.0f} s"
+    )

@@ -31,10 +31,12 @@ def corpus(db: psycopg.Connection) -> psycopg.Connection:
     return db
 
 
-def find(db: psycopg.Connection, question: str, vector: str | None = QUESTION_VECTOR, page: int = 1,
-         page_size: int = 30) -> dict:
-    return db.execute("select emem.e_gather_find_envelope(%s, %s, %s, %s)",
-                      (question, vector, page, page_size)).fetchone()[0]
+def find(
+    db: psycopg.Connection, question: str, vector: str | None = QUESTION_VECTOR, page: int = 1, page_size: int = 30
+) -> dict:
+    return db.execute(
+        "select emem.e_gather_find_envelope(%s, %s, %s, %s)", (question, vector, page, page_size)
+    ).fetchone()[0]
 
 
 @pytest.fixture
@@ -43,13 +45,16 @@ def four_disjoint_lists(corpus: psycopg.Connection) -> dict[str, list[int]]:
     db = corpus
     db.execute("set emem.record_vector_candidates = 20")
     lists = {
-        "record_vectors": put(db, [{"content": f"vector record {i}", "vector": unit(1, 0.01 * i, 0, 0)}
-                                   for i in range(20)]),
+        "record_vectors": put(
+            db, [{"content": f"vector record {i}", "vector": unit(1, 0.01 * i, 0, 0)} for i in range(20)]
+        ),
         "tags": put(db, [{"content": f"tagged record {i}", "tags": ["apollo"]} for i in range(20)]),
         "fulltext": put(db, [{"content": f"INV-2031 mentioned {i}"} for i in range(20)]),
     }
-    turns = put(db, [{"kind": "conversation", "content": f"turn {i}", "thread_id": "c", "thread_position": i}
-                     for i in range(20)])
+    turns = put(
+        db,
+        [{"kind": "conversation", "content": f"turn {i}", "thread_id": "c", "thread_position": i} for i in range(20)],
+    )
     for i, turn in enumerate(turns):
         db.execute("select emem.put_window(%s, %s::vector)", ([turn], str(unit(1, 0, 0.01 * i, 0))))
     lists["window_vectors"] = turns
@@ -82,8 +87,9 @@ def test_every_candidate_is_kept_and_pages_are_cut_from_the_merged_list(four_dis
 
 
 def test_page_holds_30_records_unless_page_size_says_otherwise(four_disjoint_lists, corpus) -> None:
-    envelope = corpus.execute("select emem.e_gather_find_envelope('apollo INV-2031', %s)",
-                              (QUESTION_VECTOR,)).fetchone()[0]
+    envelope = corpus.execute(
+        "select emem.e_gather_find_envelope('apollo INV-2031', %s)", (QUESTION_VECTOR,)
+    ).fetchone()[0]
     assert (envelope["page_size"], len(envelope["rows"]), envelope["total_pages"]) == (30, 30, 3)
 
 
@@ -113,8 +119,13 @@ def test_record_found_twice_is_placed_once(corpus: psycopg.Connection) -> None:
 
 
 def test_code_found_only_by_full_text_is_on_page_one_despite_200_closer_records(corpus) -> None:
-    put(corpus, [{"content": f"an invoice of another vendor, number {i}", "vector": unit(1, 0.001 * i, 0, 0)}
-                 for i in range(200)])
+    put(
+        corpus,
+        [
+            {"content": f"an invoice of another vendor, number {i}", "vector": unit(1, 0.001 * i, 0, 0)}
+            for i in range(200)
+        ],
+    )
     [target] = put(corpus, [{"content": "Payment received for INV-2031.", "vector": unit(0, 1, 0, 0)}])
     rows = find(corpus, "status of INV-2031")["rows"]
     assert target in [r["record_id"] for r in rows]
@@ -122,8 +133,15 @@ def test_code_found_only_by_full_text_is_on_page_one_despite_200_closer_records(
 
 
 def test_code_is_searched_whole_never_its_pieces(corpus: psycopg.Connection) -> None:
-    [whole, *_] = put(corpus, [{"content": "paid INV-2031 today"}, {"content": "paid INV-2032 today"},
-                               {"content": "invoice 2031 of inv department"}, {"content": "INV-20315 is other"}])
+    [whole, *_] = put(
+        corpus,
+        [
+            {"content": "paid INV-2031 today"},
+            {"content": "paid INV-2032 today"},
+            {"content": "invoice 2031 of inv department"},
+            {"content": "INV-20315 is other"},
+        ],
+    )
     rows = find(corpus, "INV-2031", None)["rows"]
     assert [r["record_id"] for r in rows] == [whole]
 
@@ -150,8 +168,10 @@ def test_plural_question_matches_singular_tag_and_multi_word_tag_needs_all_words
 
 def test_matching_edge_brings_both_endpoint_records(corpus: psycopg.Connection) -> None:
     kowalski, migration, other = put(corpus, [{"content": "Jan K."}, {"content": "the migration"}, {"content": "x"}])
-    corpus.execute("select emem.link_records(%s, %s, 'billed', %s)",
-                   (kowalski, migration, json.dumps({"invoice": "INV-77", "amount": "1200 EUR"})))
+    corpus.execute(
+        "select emem.link_records(%s, %s, 'billed', %s)",
+        (kowalski, migration, json.dumps({"invoice": "INV-77", "amount": "1200 EUR"})),
+    )
     for question in ("who was billed?", "inv-77", "1200 EUR"):
         rows = find(corpus, question, None)["rows"]
         assert sorted(r["record_id"] for r in rows) == [kowalski, migration], question
@@ -160,8 +180,9 @@ def test_matching_edge_brings_both_endpoint_records(corpus: psycopg.Connection) 
 
 
 def test_tag_candidates_get_cosine_distance_or_the_worst_without_vector(corpus: psycopg.Connection) -> None:
-    with_vector, without = put(corpus, [{"content": "a", "tags": ["apollo"], "vector": unit(0, 1, 0, 0)},
-                                        {"content": "b", "tags": ["apollo"]}])
+    with_vector, without = put(
+        corpus, [{"content": "a", "tags": ["apollo"], "vector": unit(0, 1, 0, 0)}, {"content": "b", "tags": ["apollo"]}]
+    )
     corpus.execute("set emem.pipeline_profile = 'tags'")
     rows = {r["record_id"]: r for r in find(corpus, "apollo")["rows"]}
     assert rows[with_vector]["distance"] == pytest.approx(1.0)
@@ -170,8 +191,10 @@ def test_tag_candidates_get_cosine_distance_or_the_worst_without_vector(corpus: 
 
 
 def test_window_adds_every_record_it_was_made_from_with_its_best_distance(corpus: psycopg.Connection) -> None:
-    turns = put(corpus, [{"kind": "conversation", "content": f"turn {i}", "thread_id": "c", "thread_position": i}
-                         for i in range(4)])
+    turns = put(
+        corpus,
+        [{"kind": "conversation", "content": f"turn {i}", "thread_id": "c", "thread_position": i} for i in range(4)],
+    )
     near = corpus.execute("select emem.put_window(%s, %s::vector)", (turns[0:2], str(unit(1, 0.1, 0, 0)))).fetchone()[0]
     far = corpus.execute("select emem.put_window(%s, %s::vector)", (turns[1:4], str(unit(1, 1, 0, 0)))).fetchone()[0]
     rows = {r["record_id"]: r for r in find(corpus, "anything at all")["rows"]}
@@ -191,18 +214,29 @@ def test_degraded_mode_answers_from_tags_edges_and_full_text_with_placeholders(f
 
 
 def test_degraded_order_is_lexical_most_matched_terms_first(corpus: psycopg.Connection) -> None:
-    one, two, also_one = put(corpus, [{"content": "a", "tags": ["apollo"]},
-                                      {"content": "b", "tags": ["apollo", "invoice"]},
-                                      {"content": "c", "tags": ["invoice"]}])
+    one, two, also_one = put(
+        corpus,
+        [
+            {"content": "a", "tags": ["apollo"]},
+            {"content": "b", "tags": ["apollo", "invoice"]},
+            {"content": "c", "tags": ["invoice"]},
+        ],
+    )
     corpus.execute("set emem.pipeline_profile = 'tags'")
     assert [r["record_id"] for r in find(corpus, "apollo invoice", None)["rows"]] == [two, one, also_one]
 
 
 def test_authority_and_dates_never_affect_the_order(corpus: psycopg.Connection) -> None:
     items = [{"content": f"r{i}", "tags": ["apollo"], "vector": unit(1, 1, 0, 0)} for i in range(4)]
-    first = put(corpus, [dict(item, authority=a, occurred_at=d) for item, a, d in
-                         zip(items, (0, 1, 0.2, 0.9), ("2020-01-01", "2026-01-01", "1999-01-01", "2024-01-01"),
-                                                   strict=True)])
+    first = put(
+        corpus,
+        [
+            dict(item, authority=a, occurred_at=d)
+            for item, a, d in zip(
+                items, (0, 1, 0.2, 0.9), ("2020-01-01", "2026-01-01", "1999-01-01", "2024-01-01"), strict=True
+            )
+        ],
+    )
     assert [r["record_id"] for r in find(corpus, "apollo")["rows"]] == first
 
 
@@ -229,8 +263,10 @@ def test_unknown_lookup_in_the_profile_is_a_clear_error(corpus: psycopg.Connecti
 def test_page_is_cut_before_lane_filter(corpus: psycopg.Connection, make_role: Callable[..., str], dsn) -> None:
     corpus.execute("select emem.create_agent_profile('sales_agent', array['sales'])")
     role = make_role("sales", "sales_agent")
-    put(corpus, [{"content": f"apollo note {i}", "tags": ["apollo"], "lane": "sales" if i % 3 else "hr"}
-                 for i in range(12)])
+    put(
+        corpus,
+        [{"content": f"apollo note {i}", "tags": ["apollo"], "lane": "sales" if i % 3 else "hr"} for i in range(12)],
+    )
     admin_pages = [find(corpus, "apollo", None, page=p, page_size=5) for p in (1, 2, 3)]
     with psycopg.connect(dsn(role), autocommit=True) as agent:
         for page, admin in enumerate(admin_pages, start=1):
@@ -244,8 +280,13 @@ def test_page_is_cut_before_lane_filter(corpus: psycopg.Connection, make_role: C
 def test_envelope_gives_totals_when_every_row_of_the_page_was_removed(corpus, make_role, dsn) -> None:
     corpus.execute("select emem.create_agent_profile('sales_agent', array['sales'])")
     role = make_role("sales", "sales_agent")
-    put(corpus, [{"content": "apollo hr", "tags": ["apollo"], "lane": "hr"},
-                 {"content": "apollo sales", "tags": ["apollo"], "lane": "sales"}])
+    put(
+        corpus,
+        [
+            {"content": "apollo hr", "tags": ["apollo"], "lane": "hr"},
+            {"content": "apollo sales", "tags": ["apollo"], "lane": "sales"},
+        ],
+    )
     with psycopg.connect(dsn(role), autocommit=True) as agent:
         envelope = find(agent, "apollo", None, page=1, page_size=1)
         assert (envelope["rows"], envelope["total_pages"], envelope["total_candidates"]) == ([], 2, 2)
@@ -253,25 +294,37 @@ def test_envelope_gives_totals_when_every_row_of_the_page_was_removed(corpus, ma
         assert agent.execute("select count(*) from emem.e_gather_find('apollo', null, 1, 1)").fetchone()[0] == 0
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("q", None, 0, 30), r"page 0 is out of range"),
-    (("q", None, 1, 0), r"page_size 0 is out of range"),
-    (("q", None, 1, 1001), r"page_size 1001 is out of range"),
-    (("q", None, None, 30), r"page None is out of range"),
-    (("  ", None, 1, 30), r"the question is empty"),
-    ((None, None, 1, 30), r"the question is empty"),
-    (("x" * 10_001, None, 1, 30), r"the question has 10001 characters"),
-    (("q", "[0,0,0,0]", 1, 30), r"zero vector"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("q", None, 0, 30), r"page 0 is out of range"),
+        (("q", None, 1, 0), r"page_size 0 is out of range"),
+        (("q", None, 1, 1001), r"page_size 1001 is out of range"),
+        (("q", None, None, 30), r"page None is out of range"),
+        (("  ", None, 1, 30), r"the question is empty"),
+        ((None, None, 1, 30), r"the question is empty"),
+        (("x" * 10_001, None, 1, 30), r"the question has 10001 characters"),
+        (("q", "[0,0,0,0]", 1, 30), r"zero vector"),
+    ],
+)
 def test_out_of_range_arguments_get_a_clear_error(corpus: psycopg.Connection, args: tuple, message: str) -> None:
     with pytest.raises(errors.InvalidParameterValue, match=message):
         corpus.execute("select emem.e_gather_find_envelope(%s, %s, %s, %s)", args)
 
 
-@pytest.mark.parametrize("question", [
-    "'); drop table emem.records; --", "a & b | !c:* (d)", "\\ \\\\ '' \"", "select * from pg_authid",
-    "INV-2031 | x:*", "日本語 ünïcödé 🙂", "\t\r\n\x01", "'INV-2031'",
-])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "'); drop table emem.records; --",
+        "a & b | !c:* (d)",
+        "\\ \\\\ '' \"",
+        "select * from pg_authid",
+        "INV-2031 | x:*",
+        "日本語 ünïcödé 🙂",
+        "\t\r\n\x01",
+        "'INV-2031'",
+    ],
+)
 def test_question_text_is_data_never_syntax(corpus: psycopg.Connection, question: str) -> None:
     [target] = put(corpus, [{"content": "The 'INV-2031' invoice; drop table? select * from pg_authid", "tags": ["a"]}])
     envelope = find(corpus, question, None)
@@ -280,27 +333,47 @@ def test_question_text_is_data_never_syntax(corpus: psycopg.Connection, question
 
 
 def test_explain_shows_the_analysed_question_and_each_lookup(four_disjoint_lists, corpus) -> None:
-    explained = corpus.execute("select emem.e_gather_explain('apollo INV-2031 invoices', %s)",
-                               (QUESTION_VECTOR,)).fetchone()[0]
-    assert explained["question"] == {"terms": ["apollo", "inv-2031", "invoice"], "known_words": ["apollo", "invoice"],
-                                     "unknown_terms": ["INV-2031"]}
+    explained = corpus.execute(
+        "select emem.e_gather_explain('apollo INV-2031 invoices', %s)", (QUESTION_VECTOR,)
+    ).fetchone()[0]
+    assert explained["question"] == {
+        "terms": ["apollo", "inv-2031", "invoice"],
+        "known_words": ["apollo", "invoice"],
+        "unknown_terms": ["INV-2031"],
+    }
     assert {name: v["candidates"] for name, v in explained["lookups"].items()} == {
-        "record_vectors": 20, "tags": 20, "window_vectors": 20, "fulltext": 20}
+        "record_vectors": 20,
+        "tags": 20,
+        "window_vectors": 20,
+        "fulltext": 20,
+    }
     assert all(v["milliseconds"] >= 0 for v in explained["lookups"].values())
 
 
 def test_timeline_lists_records_by_date_within_bounds(corpus: psycopg.Connection) -> None:
-    a, b, c = put(corpus, [{"content": "a", "occurred_at": "2026-03-01T00:00:00Z", "tags": ["x"]},
-                           {"content": "b", "occurred_at": "2026-01-01T00:00:00Z"},
-                           {"content": "c", "occurred_at": "2026-05-01T00:00:00Z", "kind": "entity", "tags": ["x"]}])
+    a, b, c = put(
+        corpus,
+        [
+            {"content": "a", "occurred_at": "2026-03-01T00:00:00Z", "tags": ["x"]},
+            {"content": "b", "occurred_at": "2026-01-01T00:00:00Z"},
+            {"content": "c", "occurred_at": "2026-05-01T00:00:00Z", "kind": "entity", "tags": ["x"]},
+        ],
+    )
     ids = [r[0] for r in corpus.execute("select record_id from emem.e_timeline('2026-01-01', '2026-03-01')")]
     assert ids == [b, a]
-    assert [r[0] for r in corpus.execute(
-        "select record_id from emem.e_timeline('2026-01-01', '2027-01-01', tags => array['X'])")] == [a, c]
-    assert [r[0] for r in corpus.execute(
-        "select record_id from emem.e_timeline('2026-01-01', '2027-01-01', kinds => array['entity'])")] == [c]
-    assert [r[0] for r in corpus.execute(
-        "select record_id from emem.e_timeline('2026-01-01', '2027-01-01', 2, 2)")] == [c]
+    assert [
+        r[0]
+        for r in corpus.execute("select record_id from emem.e_timeline('2026-01-01', '2027-01-01', tags => array['X'])")
+    ] == [a, c]
+    assert [
+        r[0]
+        for r in corpus.execute(
+            "select record_id from emem.e_timeline('2026-01-01', '2027-01-01', kinds => array['entity'])"
+        )
+    ] == [c]
+    assert [
+        r[0] for r in corpus.execute("select record_id from emem.e_timeline('2026-01-01', '2027-01-01', 2, 2)")
+    ] == [c]
     with pytest.raises(errors.InvalidParameterValue, match="from_time <= to_time"):
         corpus.execute("select * from emem.e_timeline('2027-01-01', '2026-01-01')")
     with pytest.raises(errors.InvalidParameterValue, match="unknown kind"):
@@ -308,10 +381,16 @@ def test_timeline_lists_records_by_date_within_bounds(corpus: psycopg.Connection
 
 
 def test_explain_shows_each_rows_rank_in_every_list(corpus: psycopg.Connection) -> None:
-    both, tagged = put(corpus, [{"content": "Kowalski about apollo", "tags": ["apollo"], "vector": unit(1, 0, 0, 0)},
-                                {"content": "b", "tags": ["apollo"], "vector": unit(0, 1, 0, 0)}])
-    explained = corpus.execute("select emem.e_gather_explain('apollo Kowalski', %s, 1, 10)",
-                               (QUESTION_VECTOR,)).fetchone()[0]
+    both, tagged = put(
+        corpus,
+        [
+            {"content": "Kowalski about apollo", "tags": ["apollo"], "vector": unit(1, 0, 0, 0)},
+            {"content": "b", "tags": ["apollo"], "vector": unit(0, 1, 0, 0)},
+        ],
+    )
+    explained = corpus.execute(
+        "select emem.e_gather_explain('apollo Kowalski', %s, 1, 10)", (QUESTION_VECTOR,)
+    ).fetchone()[0]
     ranks = {row["record_id"]: row["list_ranks"] for row in explained["rows"]}
     assert ranks[both] == {"record_vectors": 1, "tags": 1, "window_vectors": None, "fulltext": 1}
     assert ranks[tagged] == {"record_vectors": 2, "tags": 2, "window_vectors": None, "fulltext": None}

@@ -54,14 +54,78 @@ UNIQUE = itertools.count(1)
 # Text a client can send: anything but NUL (PostgreSQL text cannot hold it; psycopg refuses it).
 CHARS = st.characters(codec="utf-8", exclude_characters="\x00")
 TEXT = st.text(CHARS, max_size=60)
-SYNTAX = st.sampled_from([
-    "'", "''", '"', "\\", "\\\\", "&", "|", "!", "(", ")", ":*", "<->", "<2>", "--", ";", "/*", "*/", "$$", "$1",
-    "%s", "%", "_", "*", "select", "SELECT * FROM pg_authid", "drop table emem.records;", "' or 1=1 --",
-    "'); delete from emem.records; --", "\\x00", "\\u0000", "E'\\\\'", "pg_sleep(10)", "\t", "\n", "\r\n", "\x01",
-    "\x1f", "\x7f", "\u00a0", "\u2028", "\u200b", "\ufeff", "\u202e", "\U0001f642", "日本語", "ünïcödé", "ǅ", "ﬁ",
-    "INV-2031", "$1,200", "4,311.60", "jan@acme.com", "Q3", "max_wal_senders", "invoices", "Kowalski", "NULL",
-    "true", "null", "{}", "[]", "[1,2,3]", "a:b", "x'y", "-1", "1e400", "NaN", "Infinity",
-])
+SYNTAX = st.sampled_from(
+    [
+        "'",
+        "''",
+        '"',
+        "\\",
+        "\\\\",
+        "&",
+        "|",
+        "!",
+        "(",
+        ")",
+        ":*",
+        "<->",
+        "<2>",
+        "--",
+        ";",
+        "/*",
+        "*/",
+        "$$",
+        "$1",
+        "%s",
+        "%",
+        "_",
+        "*",
+        "select",
+        "SELECT * FROM pg_authid",
+        "drop table emem.records;",
+        "' or 1=1 --",
+        "'); delete from emem.records; --",
+        "\\x00",
+        "\\u0000",
+        "E'\\\\'",
+        "pg_sleep(10)",
+        "\t",
+        "\n",
+        "\r\n",
+        "\x01",
+        "\x1f",
+        "\x7f",
+        "\u00a0",
+        "\u2028",
+        "\u200b",
+        "\ufeff",
+        "\u202e",
+        "\U0001f642",
+        "日本語",
+        "ünïcödé",
+        "ǅ",
+        "ﬁ",
+        "INV-2031",
+        "$1,200",
+        "4,311.60",
+        "jan@acme.com",
+        "Q3",
+        "max_wal_senders",
+        "invoices",
+        "Kowalski",
+        "NULL",
+        "true",
+        "null",
+        "{}",
+        "[]",
+        "[1,2,3]",
+        "a:b",
+        "x'y",
+        "-1",
+        "1e400",
+        "NaN",
+        "Infinity",
+    ]
+)
 WORDS = st.one_of(TEXT, SYNTAX, st.sampled_from(["invoice", "apollo", "project", "turn", "chunk", "billed", "EUR"]))
 SENTENCES = st.lists(WORDS, max_size=12).map(" ".join)
 
@@ -70,21 +134,63 @@ SENTENCES = st.lists(WORDS, max_size=12).map(" ".join)
 def long_text(draw: st.DrawFn, limit: int = 1_048_576) -> str:
     """Up to 1 MB (or `limit`) of text, repeating a short chunk, so that it is cheap to build."""
     chunk = draw(st.text(CHARS, min_size=1, max_size=40) | SYNTAX)
-    length = draw(st.integers(1, 20_000) | st.sampled_from([MAX_QUESTION_CHARS - 1, MAX_QUESTION_CHARS,
-                                                             MAX_QUESTION_CHARS + 1, 65_536, limit]))
+    length = draw(
+        st.integers(1, 20_000)
+        | st.sampled_from([MAX_QUESTION_CHARS - 1, MAX_QUESTION_CHARS, MAX_QUESTION_CHARS + 1, 65_536, limit])
+    )
     length = min(length, limit)
     return (chunk * (length // len(chunk) + 1))[:length]
 
 
 QUESTIONS = st.one_of(st.none(), TEXT, SENTENCES, SENTENCES, long_text())
 FLOATS = st.one_of(
-    st.floats(), st.floats(width=32), st.integers(-5, 5).map(float),
-    st.sampled_from([0.0, -0.0, 1e-45, 1e-46, 1e-320, F32_SMALLEST_NORMAL, F32_MAX, 3.5e38, 1e39, -1e39,
-                     math.nan, math.inf, -math.inf]))
-VECTOR_SYNTAX = st.sampled_from([
-    "", "[", "]", "[]", "[,]", "[1,,2]", "1,2,3", "[1 2 3]", "{1,2,3}", "[1,2,3", "[1;2;3]", "[0x1,2,3]",
-    "[1e999,0,0]", "[nan,1,1]", "[-inf,1,1]", "[ 1 , 2 , 3 ]", "[1,2,3]x", "[1,2,3,]", "['1',2,3]", "[+1,-2,3]",
-    "[" + ",".join(["1"] * 16_001) + "]", "[" + ",".join(["1"] * 2_001) + "]"])
+    st.floats(),
+    st.floats(width=32),
+    st.integers(-5, 5).map(float),
+    st.sampled_from(
+        [
+            0.0,
+            -0.0,
+            1e-45,
+            1e-46,
+            1e-320,
+            F32_SMALLEST_NORMAL,
+            F32_MAX,
+            3.5e38,
+            1e39,
+            -1e39,
+            math.nan,
+            math.inf,
+            -math.inf,
+        ]
+    ),
+)
+VECTOR_SYNTAX = st.sampled_from(
+    [
+        "",
+        "[",
+        "]",
+        "[]",
+        "[,]",
+        "[1,,2]",
+        "1,2,3",
+        "[1 2 3]",
+        "{1,2,3}",
+        "[1,2,3",
+        "[1;2;3]",
+        "[0x1,2,3]",
+        "[1e999,0,0]",
+        "[nan,1,1]",
+        "[-inf,1,1]",
+        "[ 1 , 2 , 3 ]",
+        "[1,2,3]x",
+        "[1,2,3,]",
+        "['1',2,3]",
+        "[+1,-2,3]",
+        "[" + ",".join(["1"] * 16_001) + "]",
+        "[" + ",".join(["1"] * 2_001) + "]",
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -108,15 +214,23 @@ VECTORS = st.one_of(
 
 # Any JSON, including what PostgreSQL cannot read (NaN, Infinity, \\u0000 in strings).
 JSON = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=30),
-              st.sampled_from([-0.0, 10**30, 0.5, "", " ", "\t"])),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(),
+        st.text(max_size=30),
+        st.sampled_from([-0.0, 10**30, 0.5, "", " ", "\t"]),
+    ),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=30), inner, max_size=3),
-    max_leaves=6)
+    max_leaves=6,
+)
 SAFE_WORD = st.text("abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=12)
 # Texts around a length limit, built from one word (drawing 200 characters one by one is slow).
 AROUND_200 = st.builds(lambda word, length: (word * 300)[:length], SAFE_WORD, st.sampled_from([199, 200, 201, 250]))
-VALID_TAGS = st.lists(st.builds(lambda a, b: f"{a} {b}".strip(), SAFE_WORD, st.sampled_from(["", "x", "Q3"])),
-                      max_size=4)
+VALID_TAGS = st.lists(
+    st.builds(lambda a, b: f"{a} {b}".strip(), SAFE_WORD, st.sampled_from(["", "x", "Q3"])), max_size=4
+)
 TAG_LISTS = st.one_of(st.none(), VALID_TAGS, st.lists(st.one_of(st.none(), TEXT, SYNTAX, AROUND_200), max_size=4))
 ROLE_NAMES = st.one_of(TEXT, st.sampled_from(["postgres", "pg_read_all_data", "public", "", "no_such_role_zz"]))
 INT4 = st.integers(-(2**31), 2**31 - 1)
@@ -124,8 +238,21 @@ BIG_INTS = st.integers(-(2**70), 2**70)
 TIMES = st.one_of(
     st.none(),
     st.datetimes(timezones=st.integers(-14 * 60, 14 * 60).map(lambda m: timezone(timedelta(minutes=m)))),
-    st.sampled_from(["infinity", "-infinity", "epoch", "now", "today", "2026-02-30", "garbage", "", "294277-01-01",
-                     "4714-11-24 BC", "2026-01-01T00:00:00Z"]),
+    st.sampled_from(
+        [
+            "infinity",
+            "-infinity",
+            "epoch",
+            "now",
+            "today",
+            "2026-02-30",
+            "garbage",
+            "",
+            "294277-01-01",
+            "4714-11-24 BC",
+            "2026-01-01T00:00:00Z",
+        ]
+    ),
 )
 
 
@@ -211,6 +338,7 @@ def normal_tag(tag: str) -> str:
 
 # ---- the guard around every call ----------------------------------------------------------------
 
+
 @dataclass
 class Problem:
     count: int
@@ -228,11 +356,14 @@ class Guard:
     problems: dict[tuple, Problem] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        tables = [r[0] for r in self.owner.execute(
-            "select c.oid::regclass::text from pg_class c where c.relnamespace = 'emem'::regnamespace"
-            " and c.relkind in ('r', 'p') order by 1")]
-        parts = [f"(select count(*) from {t}), (select coalesce(max(xmin::text::bigint), 0) from {t})"
-                 for t in tables]
+        tables = [
+            r[0]
+            for r in self.owner.execute(
+                "select c.oid::regclass::text from pg_class c where c.relnamespace = 'emem'::regnamespace"
+                " and c.relkind in ('r', 'p') order by 1"
+            )
+        ]
+        parts = [f"(select count(*) from {t}), (select coalesce(max(xmin::text::bigint), 0) from {t})" for t in tables]
         self.snapshot_sql = f"select array[{', '.join(parts)}]::bigint[]"
         self.started = self.owner.execute("select pg_postmaster_start_time()").fetchone()[0]
         self.state = self.snapshot()
@@ -240,8 +371,15 @@ class Guard:
     def snapshot(self) -> list[int]:
         return self.owner.execute(self.snapshot_sql).fetchone()[0]
 
-    def call(self, statement: str, args: tuple, verdict: str = EITHER, function: str | None = None,
-             expected_state: str | None = None, context: str = "") -> list[tuple] | psycopg.Error:
+    def call(
+        self,
+        statement: str,
+        args: tuple,
+        verdict: str = EITHER,
+        function: str | None = None,
+        expected_state: str | None = None,
+        context: str = "",
+    ) -> list[tuple] | psycopg.Error:
         """`context`: what else the case set (settings), shown with its input when it goes wrong."""
         function = function or self.function
         args_shown = (*args, context) if context else args
@@ -258,19 +396,26 @@ class Guard:
         self.state = self.snapshot()
         return rows
 
-    def judge(self, error: psycopg.Error, function: str, args: tuple, verdict: str, expected_state: str | None
-              ) -> None:
+    def judge(self, error: psycopg.Error, function: str, args: tuple, verdict: str, expected_state: str | None) -> None:
         """Records what makes an error wrong, unclear or unexpected; finish() reports them all."""
         state, diag = error.sqlstate, error.diag
         primary = diag.message_primary or ""
         issues = []
         if verdict == VALID:
             issues.append("refused clearly valid input")
-        elif verdict == INVALID and expected_state and not state.startswith(expected_state) and (
-                (state, primary[:len(PGVECTOR_LIMIT[1])]) != PGVECTOR_LIMIT):
+        elif (
+            verdict == INVALID
+            and expected_state
+            and not state.startswith(expected_state)
+            and ((state, primary[: len(PGVECTOR_LIMIT[1])]) != PGVECTOR_LIMIT)
+        ):
             issues.append(f"SQLSTATE other than {expected_state}")
-        if not (state.startswith("22") or state in EXPECTED_STATES or state in self.extra_states
-                or (state, primary[:len(PGVECTOR_LIMIT[1])]) == PGVECTOR_LIMIT):
+        if not (
+            state.startswith("22")
+            or state in EXPECTED_STATES
+            or state in self.extra_states
+            or (state, primary[: len(PGVECTOR_LIMIT[1])]) == PGVECTOR_LIMIT
+        ):
             issues.append("unexpected SQLSTATE")
         if not primary.strip():
             issues.append("empty message")
@@ -295,20 +440,32 @@ class Guard:
 
     def finish(self) -> None:
         assert self.owner.execute("select pg_postmaster_start_time()").fetchone()[0] == self.started, (
-            "the server restarted during the run")
+            "the server restarted during the run"
+        )
         assert self.conn.execute("select 1").fetchone() == (1,)
-        report = [f"{function}: {issue} ({state}) x{p.count}: {pattern!r}\n    shortest input: {p.example}"
-                  for (function, issue, state, pattern), p in sorted(self.problems.items())]
+        report = [
+            f"{function}: {issue} ({state}) x{p.count}: {pattern!r}\n    shortest input: {p.example}"
+            for (function, issue, state, pattern), p in sorted(self.problems.items())
+        ]
         assert not report, "wrong, unclear or unexpected answers:\n" + "\n".join(report)
 
 
 def fuzz_settings(cases: int) -> settings:
-    return settings(max_examples=max(1, int(cases * SCALE)), deadline=None, print_blob=True,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                           HealthCheck.filter_too_much, HealthCheck.large_base_example])
+    return settings(
+        max_examples=max(1, int(cases * SCALE)),
+        deadline=None,
+        print_blob=True,
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.filter_too_much,
+            HealthCheck.large_base_example,
+        ],
+    )
 
 
 # ---- the corpus each test starts from -----------------------------------------------------------
+
 
 @dataclass
 class Corpus:
@@ -323,8 +480,12 @@ class Corpus:
         return self.notes + self.conversation + self.file + self.other_lane
 
     def record_ids(self) -> st.SearchStrategy:
-        return st.one_of(st.sampled_from(self.ids), st.none(), st.sampled_from([0, -1, 2**63 - 1, 10**6]),
-                         st.integers(-(2**63), 2**63 - 1))
+        return st.one_of(
+            st.sampled_from(self.ids),
+            st.none(),
+            st.sampled_from([0, -1, 2**63 - 1, 10**6]),
+            st.integers(-(2**63), 2**63 - 1),
+        )
 
     def thread_of(self, ids: list[int]) -> list[int] | None:
         for thread in (self.conversation, self.file, self.other_lane):
@@ -332,8 +493,9 @@ class Corpus:
                 return thread
         return None
 
-    def guard(self, function: str, conn: psycopg.Connection | None = None, extra_states: set[str] = frozenset()
-              ) -> Guard:
+    def guard(
+        self, function: str, conn: psycopg.Connection | None = None, extra_states: set[str] = frozenset()
+    ) -> Guard:
         return Guard(conn or self.db, self.db, function, frozenset(extra_states))
 
 
@@ -347,15 +509,49 @@ def corpus(db: psycopg.Connection) -> Corpus:
     db.execute("select emem.create_agent_profile('sales_agent', array['sales'])")
     db.execute("select emem.create_embedding_space('fuzz-model', 3, 'fp', true)")
     db.execute("select emem.create_embedding_space('other-model', 4)")
-    notes = put(db, [{"kind": "note", "content": f"Kowalski billed INV-2031 for 1200 EUR, note {i}", "lane": "sales",
-                      "tags": ["invoice", "apollo project"], "vector": [1, i, 0], "source_key": f"note-{i}"}
-                     for i in range(4)] + [{"kind": "entity", "content": "Kowalski", "lane": "sales"}])
-    conversation = put(db, [{"kind": "conversation", "content": f"turn {i}", "lane": "sales", "thread_id": "c1",
-                             "thread_position": i, "vector": [0, 1, i]} for i in range(5)])
-    file = put(db, [{"kind": "file", "content": f"chunk {i}", "lane": "sales", "thread_id": "f1",
-                     "thread_position": i} for i in range(3)])
-    other_lane = put(db, [{"kind": "conversation", "content": f"hr turn {i}", "lane": "hr", "thread_id": "c2",
-                           "thread_position": i} for i in range(2)])
+    notes = put(
+        db,
+        [
+            {
+                "kind": "note",
+                "content": f"Kowalski billed INV-2031 for 1200 EUR, note {i}",
+                "lane": "sales",
+                "tags": ["invoice", "apollo project"],
+                "vector": [1, i, 0],
+                "source_key": f"note-{i}",
+            }
+            for i in range(4)
+        ]
+        + [{"kind": "entity", "content": "Kowalski", "lane": "sales"}],
+    )
+    conversation = put(
+        db,
+        [
+            {
+                "kind": "conversation",
+                "content": f"turn {i}",
+                "lane": "sales",
+                "thread_id": "c1",
+                "thread_position": i,
+                "vector": [0, 1, i],
+            }
+            for i in range(5)
+        ],
+    )
+    file = put(
+        db,
+        [
+            {"kind": "file", "content": f"chunk {i}", "lane": "sales", "thread_id": "f1", "thread_position": i}
+            for i in range(3)
+        ],
+    )
+    other_lane = put(
+        db,
+        [
+            {"kind": "conversation", "content": f"hr turn {i}", "lane": "hr", "thread_id": "c2", "thread_position": i}
+            for i in range(2)
+        ],
+    )
     db.execute("select emem.put_window(%s, '[0,1,1]')", (conversation[:3],))
     db.execute("select emem.link_records(%s, %s, 'billed', '{\"invoice\": \"INV-2031\"}')", (notes[0], notes[4]))
     return Corpus(db, notes, conversation, file, other_lane)
@@ -370,8 +566,16 @@ FIND_CALLS = {
 }
 
 
-def call_find(guard: Guard, how: str, question: str | None, vector: str | None, page: int | None = 1,
-              page_size: int | None = 30, verdict: str = EITHER, context: str = "") -> list[tuple] | psycopg.Error:
+def call_find(
+    guard: Guard,
+    how: str,
+    question: str | None,
+    vector: str | None,
+    page: int | None = 1,
+    page_size: int | None = 30,
+    verdict: str = EITHER,
+    context: str = "",
+) -> list[tuple] | psycopg.Error:
     args = (question, vector) if how == "e_gather_explain" else (question, vector, page, page_size)
     return guard.call(FIND_CALLS[how], args, verdict, function=how, expected_state="22", context=context)
 
@@ -389,8 +593,7 @@ def test_find_refuses_bad_question_text_and_treats_the_rest_as_data(corpus: Corp
     @fuzz_settings(1500)
     @given(question=QUESTIONS, how=st.sampled_from(sorted(FIND_CALLS)), with_vector=st.booleans())
     def run(question: str | None, how: str, with_vector: bool) -> None:
-        result = call_find(guard, how, question, "[1,0,0]" if with_vector else None,
-                           verdict=question_verdict(question))
+        result = call_find(guard, how, question, "[1,0,0]" if with_vector else None, verdict=question_verdict(question))
         if not isinstance(result, psycopg.Error) and how == "e_gather_find_envelope":
             envelope = result[0][0]
             assert {row["record_id"] for row in envelope["rows"]} <= known
@@ -406,8 +609,13 @@ def test_find_refuses_bad_vectors(corpus: Corpus) -> None:
     @fuzz_settings(1000)
     @given(vector=VECTORS, how=st.sampled_from(sorted(FIND_CALLS)))
     def run(vector: VectorInput, how: str) -> None:
-        call_find(guard, how, "invoice apollo INV-2031 turn", vector.literal,
-                  verdict=vector_verdict(vector, 3, null_is_valid=True))
+        call_find(
+            guard,
+            how,
+            "invoice apollo INV-2031 turn",
+            vector.literal,
+            verdict=vector_verdict(vector, 3, null_is_valid=True),
+        )
 
     run()
     guard.finish()
@@ -415,12 +623,20 @@ def test_find_refuses_bad_vectors(corpus: Corpus) -> None:
 
 def test_find_refuses_pages_out_of_range(corpus: Corpus) -> None:
     guard = corpus.guard("e_gather_find")
-    bounds = st.one_of(st.none(), INT4, BIG_INTS, st.sampled_from([0, 1, 2, 30, 999, 1000, 1001, 99_999, 100_000,
-                                                                   100_001, -1, 2**31 - 1, 2**31]))
+    bounds = st.one_of(
+        st.none(),
+        INT4,
+        BIG_INTS,
+        st.sampled_from([0, 1, 2, 30, 999, 1000, 1001, 99_999, 100_000, 100_001, -1, 2**31 - 1, 2**31]),
+    )
 
     @fuzz_settings(1200)
-    @given(page=bounds, page_size=bounds, how=st.sampled_from(["e_gather_find_envelope", "e_gather_find"]),
-           vector=st.sampled_from([None, "[1,0,0]"]))
+    @given(
+        page=bounds,
+        page_size=bounds,
+        how=st.sampled_from(["e_gather_find_envelope", "e_gather_find"]),
+        vector=st.sampled_from([None, "[1,0,0]"]),
+    )
     def run(page: int | None, page_size: int | None, how: str, vector: str | None) -> None:
         verdict = VALID if int_in(page, 1, 100_000) and int_in(page_size, 1, 1_000) else INVALID
         call_find(guard, how, "invoice turn INV-2031", vector, page, page_size, verdict)
@@ -435,27 +651,41 @@ MAX_CANDIDATES = 1_000  # README: emem.record_vector_candidates and emem.window_
 def test_find_refuses_bad_pipeline_settings(corpus: Corpus) -> None:
     guard = corpus.guard("e_gather_find(settings)")
     lookups = ["record_vectors", "tags", "window_vectors", "fulltext"]
-    entry = st.builds(lambda name, weight: name + (f":{weight}" if weight is not None else ""),
-                      st.sampled_from(lookups) | TEXT, st.none() | st.sampled_from(["1", "0", "-1", "2.5", "nan", "inf",
-                                                                                   "1e400", "x", ""]) | TEXT)
+    entry = st.builds(
+        lambda name, weight: name + (f":{weight}" if weight is not None else ""),
+        st.sampled_from(lookups) | TEXT,
+        st.none() | st.sampled_from(["1", "0", "-1", "2.5", "nan", "inf", "1e400", "x", ""]) | TEXT,
+    )
     profiles = st.one_of(st.none(), st.lists(entry, max_size=5).map(", ".join), TEXT, SYNTAX)
-    counts = st.one_of(st.integers(-5, 20_000), st.sampled_from([1, 1000, 1001, MAX_CANDIDATES, MAX_CANDIDATES + 1]),
-                       TEXT, st.sampled_from(["", " 5", "1e3", "0x10"]))
+    counts = st.one_of(
+        st.integers(-5, 20_000),
+        st.sampled_from([1, 1000, 1001, MAX_CANDIDATES, MAX_CANDIDATES + 1]),
+        TEXT,
+        st.sampled_from(["", " 5", "1e3", "0x10"]),
+    )
 
     @fuzz_settings(350)
     @given(profile=profiles, record_candidates=counts, window_candidates=counts)
     def run(profile: str | None, record_candidates: int | str, window_candidates: int | str) -> None:
-        guard.conn.execute("select set_config('emem.pipeline_profile', %s, false),"
-                           " set_config('emem.record_vector_candidates', %s, false),"
-                           " set_config('emem.window_vector_candidates', %s, false)",
-                           (profile or "", str(record_candidates), str(window_candidates)))
+        guard.conn.execute(
+            "select set_config('emem.pipeline_profile', %s, false),"
+            " set_config('emem.record_vector_candidates', %s, false),"
+            " set_config('emem.window_vector_candidates', %s, false)",
+            (profile or "", str(record_candidates), str(window_candidates)),
+        )
         counted = [c for c in (record_candidates, window_candidates) if isinstance(c, int)]
         verdict = EITHER
         if profile is None and len(counted) == 2:  # the seed's profile and two whole numbers
             verdict = VALID if all(1 <= c <= MAX_CANDIDATES for c in counted) else INVALID
-        call_find(guard, "e_gather_find_envelope", "invoice turn", "[1,0,0]", verdict=verdict,
-                  context=f"pipeline_profile={profile!r} record_vector_candidates={record_candidates!r}"
-                          f" window_vector_candidates={window_candidates!r}")
+        call_find(
+            guard,
+            "e_gather_find_envelope",
+            "invoice turn",
+            "[1,0,0]",
+            verdict=verdict,
+            context=f"pipeline_profile={profile!r} record_vector_candidates={record_candidates!r}"
+            f" window_vector_candidates={window_candidates!r}",
+        )
 
     try:
         run()
@@ -466,8 +696,10 @@ def test_find_refuses_bad_pipeline_settings(corpus: Corpus) -> None:
 
 # ---- the write API ----------------------------------------------------------------------------------
 
-PUT_RECORD = ("select emem.put_record(%s::text, %s::text, %s::text, %s::text[], %s::real, %s::timestamptz,"
-              " %s::text, %s::integer, %s::jsonb, %s::text)")
+PUT_RECORD = (
+    "select emem.put_record(%s::text, %s::text, %s::text, %s::text[], %s::real, %s::timestamptz,"
+    " %s::text, %s::integer, %s::jsonb, %s::text)"
+)
 
 
 def test_put_record_refuses_bad_fields(corpus: Corpus) -> None:
@@ -475,14 +707,32 @@ def test_put_record_refuses_bad_fields(corpus: Corpus) -> None:
     metadata = st.one_of(st.none(), st.dictionaries(TEXT, JSON, max_size=3), JSON)
 
     @fuzz_settings(700)
-    @given(kind=st.sampled_from(KINDS) | TEXT, content=st.one_of(TEXT, SENTENCES, long_text()),
-           lane=st.sampled_from(["sales", "hr", "nowhere"]) | TEXT, tags=TAG_LISTS,
-           authority=st.none() | FLOATS, occurred_at=TIMES, thread=st.booleans(),
-           thread_id=st.none() | TEXT, position=st.none() | INT4 | st.sampled_from([0, 999_999_999, 10**9]),
-           metadata=metadata, source_key=st.none() | TEXT | st.just(""))
-    def run(kind: str, content: str, lane: str, tags: list | None, authority: float | None, occurred_at: object,
-            thread: bool, thread_id: str | None, position: int | None, metadata: object, source_key: str | None
-            ) -> None:
+    @given(
+        kind=st.sampled_from(KINDS) | TEXT,
+        content=st.one_of(TEXT, SENTENCES, long_text()),
+        lane=st.sampled_from(["sales", "hr", "nowhere"]) | TEXT,
+        tags=TAG_LISTS,
+        authority=st.none() | FLOATS,
+        occurred_at=TIMES,
+        thread=st.booleans(),
+        thread_id=st.none() | TEXT,
+        position=st.none() | INT4 | st.sampled_from([0, 999_999_999, 10**9]),
+        metadata=metadata,
+        source_key=st.none() | TEXT | st.just(""),
+    )
+    def run(
+        kind: str,
+        content: str,
+        lane: str,
+        tags: list | None,
+        authority: float | None,
+        occurred_at: object,
+        thread: bool,
+        thread_id: str | None,
+        position: int | None,
+        metadata: object,
+        source_key: str | None,
+    ) -> None:
         threaded = kind in ("conversation", "file")
         if thread and threaded:  # a fresh thread: the position cannot be taken
             thread_id, position = f"fuzz-thread-{next(UNIQUE)}", abs(position or 0) % 1000
@@ -498,17 +748,23 @@ def test_put_record_refuses_bad_fields(corpus: Corpus) -> None:
             tag_verdict(tags or [], empty_is_valid=True),
             authority_verdict(authority),
             VALID if occurred_at is None or isinstance(occurred_at, datetime) else EITHER,
-            (VALID if thread else EITHER) if threaded and thread_id and int_in(position, 0, 999_999_999)
-            else INVALID if threaded or thread_id is not None or position is not None else VALID,
+            (VALID if thread else EITHER)
+            if threaded and thread_id and int_in(position, 0, 999_999_999)
+            else INVALID
+            if threaded or thread_id is not None or position is not None
+            else VALID,
             metadata_verdict,
             INVALID if source_key == "" else VALID,
         )
         args = (kind, content, lane, tags, authority, occurred_at, thread_id, position, metadata_text, source_key)
         result = guard.call(PUT_RECORD, args, verdict)
         if not isinstance(result, psycopg.Error) and verdict == VALID:
-            stored = corpus.db.execute("select content, lane_name, array(select tag from emem.record_tags t"
-                                       " where t.record_id = r.record_id) from emem.records r"
-                                       " where record_id = %s", (result[0][0],)).fetchone()
+            stored = corpus.db.execute(
+                "select content, lane_name, array(select tag from emem.record_tags t"
+                " where t.record_id = r.record_id) from emem.records r"
+                " where record_id = %s",
+                (result[0][0],),
+            ).fetchone()
             assert stored[:2] == (content, lane)
             if all(t.isascii() for t in tags or []):
                 assert sorted(stored[2]) == sorted({normal_tag(t) for t in tags or []})
@@ -523,13 +779,36 @@ OPTIONAL_FIELDS = {
     "metadata": st.dictionaries(SAFE_WORD, SAFE_WORD | st.integers(), max_size=2),
     "occurred_at": st.datetimes(timezones=st.just(UTC)).map(datetime.isoformat),
     "source_key": SAFE_WORD,
-    "vector": st.lists(st.integers(-5, 5) | st.floats(-10, 10).filter(lambda x: abs(x) > 1e-3), min_size=3,
-                       max_size=3).filter(lambda v: max(map(abs, v)) > 1e-3),
+    "vector": st.lists(
+        st.integers(-5, 5) | st.floats(-10, 10).filter(lambda x: abs(x) > 1e-3), min_size=3, max_size=3
+    ).filter(lambda v: max(map(abs, v)) > 1e-3),
 }
-CONTENTS = st.sampled_from(["about INV-2031 and $1,200", "日本語 ünïcödé 🙂", "'); drop table emem.records; --",
-                            "", "a\tb\nc", "x" * 300, "\\u0000 is not NUL"])
-KEYS = st.sampled_from(["kind", "content", "lane", "tags", "authority", "occurred_at", "thread_id", "thread_position",
-                        "metadata", "source_key", "vector"])
+CONTENTS = st.sampled_from(
+    [
+        "about INV-2031 and $1,200",
+        "日本語 ünïcödé 🙂",
+        "'); drop table emem.records; --",
+        "",
+        "a\tb\nc",
+        "x" * 300,
+        "\\u0000 is not NUL",
+    ]
+)
+KEYS = st.sampled_from(
+    [
+        "kind",
+        "content",
+        "lane",
+        "tags",
+        "authority",
+        "occurred_at",
+        "thread_id",
+        "thread_position",
+        "metadata",
+        "source_key",
+        "vector",
+    ]
+)
 
 
 @st.composite
@@ -542,8 +821,11 @@ def record_items(draw: st.DrawFn) -> tuple[object, str]:
     items = []
     for _ in range(draw(st.integers(0 if shape == "mutated" else 1, 3))):
         kind = draw(st.sampled_from(KINDS))
-        item = {"kind": kind, "content": f"{draw(SAFE_WORD)} {draw(CONTENTS)}",
-                "lane": draw(st.sampled_from(["sales", "hr"]))}
+        item = {
+            "kind": kind,
+            "content": f"{draw(SAFE_WORD)} {draw(CONTENTS)}",
+            "lane": draw(st.sampled_from(["sales", "hr"])),
+        }
         if kind in ("conversation", "file"):
             item |= {"thread_id": "fuzz-bulk", "thread_position": 0}
         for key in sorted(draw(st.sets(st.sampled_from(sorted(OPTIONAL_FIELDS)), max_size=3))):
@@ -589,8 +871,11 @@ def test_put_records_refuses_any_bad_json_whole(corpus: Corpus) -> None:
         if not (isinstance(items, list) and items):
             verdict = combine(verdict, EITHER)
         text, readable = json_text(items)
-        result = guard.call("select item_number, record_id, created from emem.put_records(%s::jsonb, %s::integer)",
-                            (text, space), combine(verdict, readable))
+        result = guard.call(
+            "select item_number, record_id, created from emem.put_records(%s::jsonb, %s::integer)",
+            (text, space),
+            combine(verdict, readable),
+        )
         if isinstance(result, psycopg.Error) or verdict != VALID:
             return
         assert [r[0] for r in result] == list(range(1, len(items) + 1))
@@ -599,18 +884,24 @@ def test_put_records_refuses_any_bad_json_whole(corpus: Corpus) -> None:
             stored = corpus.db.execute(
                 "select content, lane_name, array(select tag from emem.record_tags t where t.record_id = r.record_id"
                 " order by tag), (select count(*) from emem.record_vectors v where v.record_id = r.record_id)"
-                " from emem.records r where record_id = %s", (record_id,)).fetchone()
+                " from emem.records r where record_id = %s",
+                (record_id,),
+            ).fetchone()
             assert (stored[0], stored[1], sorted(stored[2]), stored[3]) == (
-                item["content"], item["lane"], sorted({normal_tag(t) for t in item.get("tags", [])}),
-                1 if "vector" in item else 0)
+                item["content"],
+                item["lane"],
+                sorted({normal_tag(t) for t in item.get("tags", [])}),
+                1 if "vector" in item else 0,
+            )
         figures.add("records checked", len(result), detail="put_records fuzz")
 
     run()
     guard.finish()
 
 
-def test_put_records_as_an_agent_refuses_other_lanes(corpus: Corpus, make_role: Callable[..., str],
-                                                     dsn: Callable[..., str]) -> None:
+def test_put_records_as_an_agent_refuses_other_lanes(
+    corpus: Corpus, make_role: Callable[..., str], dsn: Callable[..., str]
+) -> None:
     with psycopg.connect(dsn(make_role("fuzz", "sales_agent")), autocommit=True) as agent:
         guard = corpus.guard("put_records(agent)", conn=agent, extra_states={TAKEN_KEY})
 
@@ -623,8 +914,12 @@ def test_put_records_as_an_agent_refuses_other_lanes(corpus: Corpus, make_role: 
             if verdict == VALID and any(lane != "sales" for lane in lanes):
                 verdict = INVALID
             text, readable = json_text(items)
-            guard.call("select * from emem.put_records(%s::jsonb)", (text,), combine(verdict, readable),
-                       expected_state="42501" if readable == VALID else "22")
+            guard.call(
+                "select * from emem.put_records(%s::jsonb)",
+                (text,),
+                combine(verdict, readable),
+                expected_state="42501" if readable == VALID else "22",
+            )
 
         run()
         guard.finish()
@@ -639,14 +934,20 @@ def test_tag_and_untag_refuse_bad_tags_and_unknown_records(corpus: Corpus) -> No
     def run(record_id: int | None, tags: list | None, untag: bool) -> None:
         function = "untag_record" if untag else "tag_record"
         verdict = combine(VALID if record_id in known else INVALID, tag_verdict(tags))
-        result = guard.call(f"select emem.{function}(%s::bigint, %s::text[])", (record_id, tags), verdict,
-                            function=function, expected_state="22023")
+        result = guard.call(
+            f"select emem.{function}(%s::bigint, %s::text[])",
+            (record_id, tags),
+            verdict,
+            function=function,
+            expected_state="22023",
+        )
         if not isinstance(result, psycopg.Error) and verdict == VALID:
-            stored = {r[0] for r in corpus.db.execute("select tag from emem.record_tags where record_id = %s",
-                                                      (record_id,))}
+            stored = {
+                r[0] for r in corpus.db.execute("select tag from emem.record_tags where record_id = %s", (record_id,))
+            }
             wanted = {normal_tag(t) for t in tags}
             if all(t.isascii() for t in tags):
-                assert (wanted.isdisjoint(stored) if untag else wanted <= stored), (function, tags, stored)
+                assert wanted.isdisjoint(stored) if untag else wanted <= stored, (function, tags, stored)
 
     run()
     guard.finish()
@@ -657,20 +958,30 @@ def test_link_records_refuses_bad_ends_relations_and_properties(corpus: Corpus) 
     known = set(corpus.ids)
 
     @fuzz_settings(500)
-    @given(ends=st.tuples(corpus.record_ids(), corpus.record_ids()),
-           relation=st.one_of(st.none(), SAFE_WORD, TEXT, SYNTAX, AROUND_200),
-           properties=st.one_of(st.none(), st.dictionaries(TEXT, JSON, max_size=4), JSON))
+    @given(
+        ends=st.tuples(corpus.record_ids(), corpus.record_ids()),
+        relation=st.one_of(st.none(), SAFE_WORD, TEXT, SYNTAX, AROUND_200),
+        properties=st.one_of(st.none(), st.dictionaries(TEXT, JSON, max_size=4), JSON),
+    )
     def run(ends: tuple, relation: str | None, properties: object) -> None:
-        relation_verdict = (INVALID if relation is None or relation.strip(" ") == "" or len(relation) > 200
-                            else text_verdict(relation))
+        relation_verdict = (
+            INVALID if relation is None or relation.strip(" ") == "" or len(relation) > 200 else text_verdict(relation)
+        )
         properties_json, readable = (None, INVALID) if properties is None else json_text(properties)
-        verdict = combine(VALID if set(ends) <= known else INVALID, relation_verdict,
-                          readable if isinstance(properties, dict) else INVALID)
-        result = guard.call("select emem.link_records(%s::bigint, %s::bigint, %s::text, %s::jsonb)",
-                            (*ends, relation, properties_json), verdict)
+        verdict = combine(
+            VALID if set(ends) <= known else INVALID,
+            relation_verdict,
+            readable if isinstance(properties, dict) else INVALID,
+        )
+        result = guard.call(
+            "select emem.link_records(%s::bigint, %s::bigint, %s::text, %s::jsonb)",
+            (*ends, relation, properties_json),
+            verdict,
+        )
         if not isinstance(result, psycopg.Error):
-            edge = corpus.db.execute("select from_record_id, to_record_id from emem.edges where edge_id = %s",
-                                     (result[0][0],)).fetchone()
+            edge = corpus.db.execute(
+                "select from_record_id, to_record_id from emem.edges where edge_id = %s", (result[0][0],)
+            ).fetchone()
             assert edge == ends
 
     run()
@@ -687,10 +998,17 @@ def test_put_record_vector_refuses_bad_vectors_records_and_spaces(corpus: Corpus
     @fuzz_settings(600)
     @given(record_id=corpus.record_ids(), vector=VECTORS, space=st.sampled_from(sorted(SPACES, key=str)))
     def run(record_id: int | None, vector: VectorInput, space: int | None) -> None:
-        verdict = combine(VALID if record_id in known else INVALID, INVALID if SPACES[space] is None else VALID,
-                          vector_verdict(vector, SPACES[space], null_is_valid=False))
-        guard.call("select emem.put_record_vector(%s::bigint, %s::vector, %s::integer)",
-                   (record_id, vector.literal, space), verdict, expected_state="22")
+        verdict = combine(
+            VALID if record_id in known else INVALID,
+            INVALID if SPACES[space] is None else VALID,
+            vector_verdict(vector, SPACES[space], null_is_valid=False),
+        )
+        guard.call(
+            "select emem.put_record_vector(%s::bigint, %s::vector, %s::integer)",
+            (record_id, vector.literal, space),
+            verdict,
+            expected_state="22",
+        )
 
     run()
     guard.finish()
@@ -698,24 +1016,43 @@ def test_put_record_vector_refuses_bad_vectors_records_and_spaces(corpus: Corpus
 
 def test_put_window_refuses_members_that_are_no_run_of_one_thread(corpus: Corpus) -> None:
     guard = corpus.guard("put_window")
-    runs = [thread[i:j] for thread in (corpus.conversation, corpus.file, corpus.other_lane)
-            for i in range(len(thread)) for j in range(i + 1, len(thread) + 1)]
-    members = st.one_of(st.sampled_from(runs), st.sampled_from(runs).flatmap(st.permutations),
-                        st.lists(corpus.record_ids(), max_size=5), st.just([]), st.none())
+    runs = [
+        thread[i:j]
+        for thread in (corpus.conversation, corpus.file, corpus.other_lane)
+        for i in range(len(thread))
+        for j in range(i + 1, len(thread) + 1)
+    ]
+    members = st.one_of(
+        st.sampled_from(runs),
+        st.sampled_from(runs).flatmap(st.permutations),
+        st.lists(corpus.record_ids(), max_size=5),
+        st.just([]),
+        st.none(),
+    )
 
     @fuzz_settings(600)
     @given(member_ids=members, vector=VECTORS, space=st.sampled_from(sorted(SPACES, key=str)))
     def run(member_ids: list | None, vector: VectorInput, space: int | None) -> None:
         thread = corpus.thread_of(member_ids) if member_ids and None not in member_ids else None
-        is_run = bool(thread) and len(set(member_ids)) == len(member_ids) and any(
-            sorted(member_ids) == r for r in runs)
-        verdict = combine(VALID if is_run else INVALID, INVALID if SPACES[space] is None else VALID,
-                          vector_verdict(vector, SPACES[space], null_is_valid=False))
-        result = guard.call("select emem.put_window(%s::bigint[], %s::vector, %s::integer)",
-                            (member_ids, vector.literal, space), verdict, expected_state="22")
+        is_run = bool(thread) and len(set(member_ids)) == len(member_ids) and any(sorted(member_ids) == r for r in runs)
+        verdict = combine(
+            VALID if is_run else INVALID,
+            INVALID if SPACES[space] is None else VALID,
+            vector_verdict(vector, SPACES[space], null_is_valid=False),
+        )
+        result = guard.call(
+            "select emem.put_window(%s::bigint[], %s::vector, %s::integer)",
+            (member_ids, vector.literal, space),
+            verdict,
+            expected_state="22",
+        )
         if not isinstance(result, psycopg.Error):
-            stored = {r[0] for r in corpus.db.execute("select record_id from emem.window_members where window_id = %s",
-                                                      (result[0][0],))}
+            stored = {
+                r[0]
+                for r in corpus.db.execute(
+                    "select record_id from emem.window_members where window_id = %s", (result[0][0],)
+                )
+            }
             assert stored == set(member_ids)
 
     run()
@@ -727,29 +1064,51 @@ def test_lanes_profiles_and_bindings_refuse_bad_names(corpus: Corpus, make_role:
     role = make_role("fuzzbind")
     name_pattern = re.compile(r"[a-z0-9][a-z0-9_.:-]{0,62}")
     names = st.one_of(TEXT, SYNTAX, st.from_regex(name_pattern, fullmatch=True), st.sampled_from(["sales", "hr", ""]))
-    lane_lists = st.one_of(st.none(), st.lists(st.one_of(st.sampled_from(["sales", "hr", "nowhere"]), st.none(), TEXT),
-                                               max_size=4))
+    lane_lists = st.one_of(
+        st.none(), st.lists(st.one_of(st.sampled_from(["sales", "hr", "nowhere"]), st.none(), TEXT), max_size=4)
+    )
 
     @fuzz_settings(500)
-    @given(what=st.sampled_from(["create_lane", "create_agent_profile", "bind_role"]), name=names,
-           lanes=lane_lists, role_name=st.one_of(st.just(role), ROLE_NAMES))
+    @given(
+        what=st.sampled_from(["create_lane", "create_agent_profile", "bind_role"]),
+        name=names,
+        lanes=lane_lists,
+        role_name=st.one_of(st.just(role), ROLE_NAMES),
+    )
     def run(what: str, name: str, lanes: list | None, role_name: str) -> None:
         name_ok = name_pattern.fullmatch(name) is not None
         if what == "create_lane":
-            guard.call("select emem.create_lane(%s::text)", (name,), VALID if name_ok else INVALID,
-                       function=what, expected_state="22023")
+            guard.call(
+                "select emem.create_lane(%s::text)",
+                (name,),
+                VALID if name_ok else INVALID,
+                function=what,
+                expected_state="22023",
+            )
         elif what == "create_agent_profile":
             lanes_ok = lanes is not None and set(lanes) <= {"sales", "hr"} | set(
-                r[0] for r in corpus.db.execute("select lane_name from emem.lanes"))
-            guard.call("select emem.create_agent_profile(%s::text, %s::text[])", (name, lanes),
-                       VALID if name_ok and lanes_ok else INVALID, function=what, expected_state="22023")
+                r[0] for r in corpus.db.execute("select lane_name from emem.lanes")
+            )
+            guard.call(
+                "select emem.create_agent_profile(%s::text, %s::text[])",
+                (name, lanes),
+                VALID if name_ok and lanes_ok else INVALID,
+                function=what,
+                expected_state="22023",
+            )
         else:
             profile = name if name_ok else "sales_agent"
-            exists = corpus.db.execute("select exists (select from emem.agent_profiles where profile_name = %s)",
-                                       (profile,)).fetchone()[0]
+            exists = corpus.db.execute(
+                "select exists (select from emem.agent_profiles where profile_name = %s)", (profile,)
+            ).fetchone()[0]
             verdict = combine(VALID if role_name == role else EITHER, VALID if exists else INVALID)
-            guard.call("select emem.bind_role(%s::name, %s::text)", (role_name, profile), verdict, function=what,
-                       expected_state="22023")
+            guard.call(
+                "select emem.bind_role(%s::name, %s::text)",
+                (role_name, profile),
+                verdict,
+                function=what,
+                expected_state="22023",
+            )
 
     run()
     guard.finish()
@@ -759,21 +1118,34 @@ def test_embedding_spaces_refuse_bad_models_and_dimensions(corpus: Corpus) -> No
     guard = corpus.guard("create_embedding_space")
 
     @fuzz_settings(250)
-    @given(model=st.one_of(st.none(), SAFE_WORD.map(lambda w: f"fuzz-{w}"), TEXT, SYNTAX),
-           dimension=st.one_of(st.none(), st.integers(-3, 2003), INT4, BIG_INTS), fingerprint=st.none() | TEXT,
-           activate=st.booleans(), activate_id=st.one_of(st.none(), st.integers(-2, 5), BIG_INTS))
-    def run(model: str | None, dimension: int | None, fingerprint: str | None, activate: bool,
-            activate_id: int | None) -> None:
+    @given(
+        model=st.one_of(st.none(), SAFE_WORD.map(lambda w: f"fuzz-{w}"), TEXT, SYNTAX),
+        dimension=st.one_of(st.none(), st.integers(-3, 2003), INT4, BIG_INTS),
+        fingerprint=st.none() | TEXT,
+        activate=st.booleans(),
+        activate_id=st.one_of(st.none(), st.integers(-2, 5), BIG_INTS),
+    )
+    def run(
+        model: str | None, dimension: int | None, fingerprint: str | None, activate: bool, activate_id: int | None
+    ) -> None:
         model_verdict = INVALID if model is None or model.strip(" ") == "" else VALID
         verdict = combine(model_verdict, VALID if int_in(dimension, 1, 2000) else INVALID)
         # Keep the fuzz corpus's space active: activating another would change every later case.
-        guard.call("select emem.create_embedding_space(%s::text, %s::integer, %s::text, false)",
-                   (model, dimension, fingerprint), verdict, expected_state="22")
+        guard.call(
+            "select emem.create_embedding_space(%s::text, %s::integer, %s::text, false)",
+            (model, dimension, fingerprint),
+            verdict,
+            expected_state="22",
+        )
         if activate:
             spaces = {r[0] for r in corpus.db.execute("select space_id from emem.embedding_spaces")}
-            guard.call("select emem.activate_embedding_space(%s::integer)", (activate_id,),
-                       VALID if activate_id in spaces else INVALID, function="activate_embedding_space",
-                       expected_state="22")
+            guard.call(
+                "select emem.activate_embedding_space(%s::integer)",
+                (activate_id,),
+                VALID if activate_id in spaces else INVALID,
+                function="activate_embedding_space",
+                expected_state="22",
+            )
             corpus.db.execute("select emem.activate_embedding_space(1)")
             guard.state = guard.snapshot()
 
@@ -783,6 +1155,7 @@ def test_embedding_spaces_refuse_bad_models_and_dimensions(corpus: Corpus) -> No
 
 # ---- the reads ----------------------------------------------------------------------------------------
 
+
 def test_label_intersection_refuses_bad_tags(corpus: Corpus) -> None:
     guard = corpus.guard("records_with_all_tags")
     known = set(corpus.ids)
@@ -790,8 +1163,12 @@ def test_label_intersection_refuses_bad_tags(corpus: Corpus) -> None:
     @fuzz_settings(500)
     @given(tags=st.one_of(TAG_LISTS, st.just(["invoice", "Apollo  Project"])))
     def run(tags: list | None) -> None:
-        result = guard.call("select record_id from emem.records_with_all_tags(%s::text[])", (tags,),
-                            tag_verdict(tags), expected_state="22023")
+        result = guard.call(
+            "select record_id from emem.records_with_all_tags(%s::text[])",
+            (tags,),
+            tag_verdict(tags),
+            expected_state="22023",
+        )
         if not isinstance(result, psycopg.Error):
             assert {r[0] for r in result} <= known
 
@@ -804,22 +1181,35 @@ def test_timeline_refuses_bad_bounds_pages_and_filters(corpus: Corpus) -> None:
     bounds = st.one_of(st.none(), st.integers(-3, 3), INT4, BIG_INTS, st.sampled_from([1000, 1001, 100_000, 100_001]))
 
     @fuzz_settings(600)
-    @given(start=TIMES, end=TIMES, page=bounds, page_size=bounds,
-           kinds=st.one_of(st.none(), st.lists(st.sampled_from(KINDS) | TEXT | st.none(), max_size=3)),
-           tags=st.one_of(st.none(), TAG_LISTS))
-    def run(start: object, end: object, page: int | None, page_size: int | None, kinds: list | None,
-            tags: list | None) -> None:
+    @given(
+        start=TIMES,
+        end=TIMES,
+        page=bounds,
+        page_size=bounds,
+        kinds=st.one_of(st.none(), st.lists(st.sampled_from(KINDS) | TEXT | st.none(), max_size=3)),
+        tags=st.one_of(st.none(), TAG_LISTS),
+    )
+    def run(
+        start: object, end: object, page: int | None, page_size: int | None, kinds: list | None, tags: list | None
+    ) -> None:
         if isinstance(start, datetime) and isinstance(end, datetime):
             times = VALID if start <= end else INVALID
         else:
             times = INVALID if start is None or end is None else EITHER
-        verdict = combine(times, VALID if int_in(page, 1, 100_000) else INVALID,
-                          VALID if int_in(page_size, 1, 1000) else INVALID,
-                          VALID if kinds is None or set(kinds) <= set(KINDS) else INVALID,
-                          VALID if tags is None else tag_verdict(tags))
-        guard.call("select record_id from emem.e_timeline(%s::timestamptz, %s::timestamptz, %s::integer,"
-                   " %s::integer, %s::text[], %s::text[])", (start, end, page, page_size, kinds, tags), verdict,
-                   expected_state="22")
+        verdict = combine(
+            times,
+            VALID if int_in(page, 1, 100_000) else INVALID,
+            VALID if int_in(page_size, 1, 1000) else INVALID,
+            VALID if kinds is None or set(kinds) <= set(KINDS) else INVALID,
+            VALID if tags is None else tag_verdict(tags),
+        )
+        guard.call(
+            "select record_id from emem.e_timeline(%s::timestamptz, %s::timestamptz, %s::integer,"
+            " %s::integer, %s::text[], %s::text[])",
+            (start, end, page, page_size, kinds, tags),
+            verdict,
+            expected_state="22",
+        )
 
     run()
     guard.finish()
@@ -829,13 +1219,20 @@ def test_health_and_analysis_take_any_text(corpus: Corpus) -> None:
     guard = corpus.guard("e_health")
 
     @fuzz_settings(400)
-    @given(what=st.sampled_from(["e_health", "analyse_question", "label_terms"]), text=st.one_of(st.none(), TEXT,
-                                                                                                   SENTENCES),
-           dimension=st.one_of(st.none(), INT4), fingerprint=st.none() | TEXT)
+    @given(
+        what=st.sampled_from(["e_health", "analyse_question", "label_terms"]),
+        text=st.one_of(st.none(), TEXT, SENTENCES),
+        dimension=st.one_of(st.none(), INT4),
+        fingerprint=st.none() | TEXT,
+    )
     def run(what: str, text: str | None, dimension: int | None, fingerprint: str | None) -> None:
         if what == "e_health":
-            result = guard.call("select emem.e_health(%s::text, %s::integer, %s::text)", (text, dimension, fingerprint),
-                                VALID, function=what)
+            result = guard.call(
+                "select emem.e_health(%s::text, %s::integer, %s::text)",
+                (text, dimension, fingerprint),
+                VALID,
+                function=what,
+            )
             assert result[0][0]["status"] in ("ok", "degraded")
         else:
             guard.call(f"select emem.{what}(%s::text)", (text,), VALID, function=what)
@@ -845,6 +1242,7 @@ def test_health_and_analysis_take_any_text(corpus: Corpus) -> None:
 
 
 # ---- what the fuzzers found, pinned -----------------------------------------------------------------
+
 
 def test_content_too_big_to_index_gets_a_clear_error(corpus: Corpus) -> None:
     """More than 1 MB of distinct words exceeds what a tsvector holds: a clear 22xxx error with
@@ -860,10 +1258,14 @@ def test_whitespace_only_tag_gets_a_clear_error(corpus: Corpus) -> None:
     guard = corpus.guard("tags of whitespace")
     states = {}
     for tag in ("\t", " \n ", "\r\n"):
-        calls = {"put_record": ("select emem.put_record('note', 'x', 'sales', %s::text[])", ([tag],)),
-                 "put_records": ("select emem.put_records(%s::jsonb)", (json.dumps(
-                     [{"kind": "note", "content": "x", "lane": "sales", "tags": [tag]}]),)),
-                 "tag_record": ("select emem.tag_record(%s, %s::text[])", (corpus.notes[0], [tag]))}
+        calls = {
+            "put_record": ("select emem.put_record('note', 'x', 'sales', %s::text[])", ([tag],)),
+            "put_records": (
+                "select emem.put_records(%s::jsonb)",
+                (json.dumps([{"kind": "note", "content": "x", "lane": "sales", "tags": [tag]}]),),
+            ),
+            "tag_record": ("select emem.tag_record(%s, %s::text[])", (corpus.notes[0], [tag])),
+        }
         for name, (statement, args) in calls.items():
             states[name, tag] = guard.call(statement, args, INVALID).sqlstate
     assert set(states.values()) == {"22023"}, states
@@ -881,20 +1283,26 @@ def test_huge_but_finite_vectors_do_not_break_find(corpus: Corpus) -> None:
         answer = guard.call("select emem.e_gather_find_envelope('invoice', %s::vector)", (vector,))
         if isinstance(answer, psycopg.Error):
             assert answer.sqlstate == "22023" and vector != "[1,1,1]", (
-                f"find with {vector}: {answer.sqlstate} {answer.diag.message_primary}")
+                f"find with {vector}: {answer.sqlstate} {answer.diag.message_primary}"
+            )
 
 
-def test_find_errors_carry_no_placeholder_hint(corpus: Corpus, make_role: Callable[..., str],
-                                               dsn: Callable[..., str]) -> None:
+def test_find_errors_carry_no_placeholder_hint(
+    corpus: Corpus, make_role: Callable[..., str], dsn: Callable[..., str]
+) -> None:
     """Errors raised from PL/Python without a hint must not show the hint `None`."""
     other = make_role("fuzzhint")
     hints = {}
     with psycopg.connect(dsn(make_role("fuzzagent", "sales_agent")), autocommit=True) as agent:
         for name, statement, args in (
-                ("zero vector", "select emem.e_gather_find_envelope('q', '[0,0,0]')", ()),
-                ("another role", "select emem.gather_for_role(%s, 'q', null, 1, 30)", (other,)),
-                ("unknown lookup", "select set_config('emem.pipeline_profile', 'colours', false),"
-                                   " emem.e_gather_find_envelope('q', null)", ())):
+            ("zero vector", "select emem.e_gather_find_envelope('q', '[0,0,0]')", ()),
+            ("another role", "select emem.gather_for_role(%s, 'q', null, 1, 30)", (other,)),
+            (
+                "unknown lookup",
+                "select set_config('emem.pipeline_profile', 'colours', false), emem.e_gather_find_envelope('q', null)",
+                (),
+            ),
+        ):
             with pytest.raises(psycopg.Error) as caught:
                 agent.execute(statement, args)
             hints[name] = caught.value.diag.message_hint

@@ -56,9 +56,10 @@ class EmbeddingsHandler(BaseHTTPRequestHandler):
         if behaviour.garbage:
             return self._answer(200, {"data": "not a list of embeddings"})
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        data = [{"object": "embedding", "index": n,
-                 "embedding": vector_for(text, behaviour.dimension, behaviour.variant)}
-                for n, text in enumerate(texts)]
+        data = [
+            {"object": "embedding", "index": n, "embedding": vector_for(text, behaviour.dimension, behaviour.variant)}
+            for n, text in enumerate(texts)
+        ]
         data.reverse()  # the API does not promise order; the gateway sorts by index
         self._answer(200, {"object": "list", "model": body["model"], "data": data, "usage": {"prompt_tokens": 0}})
 
@@ -115,8 +116,12 @@ def corpus(db: psycopg.Connection, service: FakeService, make_gateway: Callable[
     client = Client(db, make_gateway(service.base_url))
     client.ensure_space()
     vectors = client.embed(CONTENTS)
-    return client.put_records([{"kind": "note", "content": content, "lane": "work", "vector": vector}
-                               for content, vector in zip(CONTENTS, vectors, strict=True)])
+    return client.put_records(
+        [
+            {"kind": "note", "content": content, "lane": "work", "vector": vector}
+            for content, vector in zip(CONTENTS, vectors, strict=True)
+        ]
+    )
 
 
 def unused_port() -> int:
@@ -126,8 +131,8 @@ def unused_port() -> int:
 
 
 def test_a_matching_gateway_gives_ok_health_and_a_full_find(
-        db: psycopg.Connection, service: FakeService, make_gateway: Callable[..., OpenAIGateway],
-        corpus: list[int]) -> None:
+    db: psycopg.Connection, service: FakeService, make_gateway: Callable[..., OpenAIGateway], corpus: list[int]
+) -> None:
     client = Client(db, make_gateway(service.base_url))
     assert client.health().status == "ok"
     page = client.find(QUESTION)
@@ -139,19 +144,23 @@ def test_a_matching_gateway_gives_ok_health_and_a_full_find(
 
 
 def test_a_gateway_with_nothing_listening_is_down(
-        db: psycopg.Connection, corpus: list[int], make_gateway: Callable[..., OpenAIGateway]) -> None:
+    db: psycopg.Connection, corpus: list[int], make_gateway: Callable[..., OpenAIGateway]
+) -> None:
     client = Client(db, make_gateway(f"http://127.0.0.1:{unused_port()}/v1", retries=1))
     page = client.find(QUESTION)
     assert (page.degraded, page.degraded_reason) == (True, "gateway_down")
     assert corpus[0] in {row.record_id for row in page.rows}  # full text still answers
     health = client.health()
     assert (health.status, health.reasons, health.gateway_reason) == (
-        "degraded", ["declaration_unreadable"], "gateway_down")
+        "degraded",
+        ["declaration_unreadable"],
+        "gateway_down",
+    )
 
 
 def test_a_gateway_that_answers_too_late_times_out(
-        db: psycopg.Connection, service: FakeService, corpus: list[int],
-        make_gateway: Callable[..., OpenAIGateway]) -> None:
+    db: psycopg.Connection, service: FakeService, corpus: list[int], make_gateway: Callable[..., OpenAIGateway]
+) -> None:
     service.behaviour.delay = 1.0
     started = time.monotonic()
     page = Client(db, make_gateway(service.base_url, timeout=0.2)).find(QUESTION)
@@ -160,8 +169,8 @@ def test_a_gateway_that_answers_too_late_times_out(
 
 
 def test_another_model_name_is_a_model_mismatch(
-        db: psycopg.Connection, service: FakeService, corpus: list[int],
-        make_gateway: Callable[..., OpenAIGateway]) -> None:
+    db: psycopg.Connection, service: FakeService, corpus: list[int], make_gateway: Callable[..., OpenAIGateway]
+) -> None:
     client = Client(db, make_gateway(service.base_url, model="fake-embed-8-renamed"))
     assert client.health().reasons == ["model_mismatch"]
     page = client.find(QUESTION)
@@ -169,8 +178,8 @@ def test_another_model_name_is_a_model_mismatch(
 
 
 def test_another_dimension_is_a_dimension_mismatch(
-        db: psycopg.Connection, service: FakeService, corpus: list[int],
-        make_gateway: Callable[..., OpenAIGateway]) -> None:
+    db: psycopg.Connection, service: FakeService, corpus: list[int], make_gateway: Callable[..., OpenAIGateway]
+) -> None:
     service.behaviour.dimension = 16
     client = Client(db, make_gateway(service.base_url))
     assert client.health().reasons == ["dimension_mismatch", "fingerprint_mismatch"]
@@ -178,8 +187,8 @@ def test_another_dimension_is_a_dimension_mismatch(
 
 
 def test_the_same_name_with_other_vectors_is_a_fingerprint_mismatch(
-        db: psycopg.Connection, service: FakeService, corpus: list[int],
-        make_gateway: Callable[..., OpenAIGateway]) -> None:
+    db: psycopg.Connection, service: FakeService, corpus: list[int], make_gateway: Callable[..., OpenAIGateway]
+) -> None:
     service.behaviour.variant = "model-b"
     client = Client(db, make_gateway(service.base_url))
     assert client.health().reasons == ["fingerprint_mismatch"]
@@ -187,8 +196,8 @@ def test_the_same_name_with_other_vectors_is_a_fingerprint_mismatch(
 
 
 def test_a_malformed_answer_is_a_bad_answer(
-        db: psycopg.Connection, service: FakeService, corpus: list[int],
-        make_gateway: Callable[..., OpenAIGateway]) -> None:
+    db: psycopg.Connection, service: FakeService, corpus: list[int], make_gateway: Callable[..., OpenAIGateway]
+) -> None:
     gateway = make_gateway(service.base_url)
     gateway.declaration()
     service.behaviour.garbage = True
@@ -197,7 +206,8 @@ def test_a_malformed_answer_is_a_bad_answer(
 
 
 def test_unavailable_answers_are_retried_with_backoff(
-        service: FakeService, make_gateway: Callable[..., OpenAIGateway]) -> None:
+    service: FakeService, make_gateway: Callable[..., OpenAIGateway]
+) -> None:
     service.behaviour.failures_left = 2
     assert len(make_gateway(service.base_url, retries=2).embed(["hello"])[0]) == 8
     assert len(service.behaviour.requests) == 3
@@ -208,7 +218,8 @@ def test_unavailable_answers_are_retried_with_backoff(
 
 
 def test_the_api_key_is_read_from_the_named_variable(
-        service: FakeService, make_gateway: Callable[..., OpenAIGateway], monkeypatch: pytest.MonkeyPatch) -> None:
+    service: FakeService, make_gateway: Callable[..., OpenAIGateway], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("EMEM_TEST_KEY", "sk-test")
     make_gateway(service.base_url, api_key_env="EMEM_TEST_KEY").embed(["hello"])
     monkeypatch.delenv("EMEM_TEST_KEY")
@@ -217,7 +228,8 @@ def test_the_api_key_is_read_from_the_named_variable(
 
 
 def test_embed_batches_long_inputs_and_keeps_their_order(
-        service: FakeService, make_gateway: Callable[..., OpenAIGateway]) -> None:
+    service: FakeService, make_gateway: Callable[..., OpenAIGateway]
+) -> None:
     texts = [f"text {n}" for n in range(5)]
     vectors = make_gateway(service.base_url, batch_size=2).embed(texts)
     assert vectors == [pytest.approx(vector_for(text, 8, "model-a")) for text in texts]
@@ -225,7 +237,8 @@ def test_embed_batches_long_inputs_and_keeps_their_order(
 
 
 def test_the_declaration_is_cached_until_its_ttl(
-        service: FakeService, make_gateway: Callable[..., OpenAIGateway]) -> None:
+    service: FakeService, make_gateway: Callable[..., OpenAIGateway]
+) -> None:
     cached = make_gateway(service.base_url)
     assert cached.declaration() == cached.declaration()
     assert len(service.behaviour.requests) == 1

@@ -52,10 +52,21 @@ def records(db: psycopg.Connection, gateway: SwitchableGateway) -> dict[str, int
     client = Client(db, gateway)
     client.ensure_space()
     contents = ["Maya: the finance export failed, ticket OPS-1432", "Tomás: it runs on the replica now"]
-    ids = client.put_records([
-        {"kind": "conversation", "content": content, "lane": "team", "thread_id": "standup", "thread_position": n,
-         "tags": ["ops"], "occurred_at": f"2024-03-04T09:0{n}:00Z", "vector": gateway.embed([content])[0]}
-        for n, content in enumerate(contents)])
+    ids = client.put_records(
+        [
+            {
+                "kind": "conversation",
+                "content": content,
+                "lane": "team",
+                "thread_id": "standup",
+                "thread_position": n,
+                "tags": ["ops"],
+                "occurred_at": f"2024-03-04T09:0{n}:00Z",
+                "vector": gateway.embed([content])[0],
+            }
+            for n, content in enumerate(contents)
+        ]
+    )
     client.put_window(ids, gateway.embed(["\n".join(contents)])[0])
     return dict(zip(["ops", "replica"], ids, strict=True))
 
@@ -98,13 +109,25 @@ def test_find_returns_a_page_with_its_totals(service: httpx.Client, records: dic
     assert (page["page"], page["page_size"], page["total_candidates"], page["total_pages"]) == (1, 1, 2, 2)
     assert page["degraded"] is False
     [row] = page["rows"]
-    assert set(row) == {"rank", "record_id", "kind", "lane", "content", "tags", "distance", "distance_kind",
-                        "placed_by", "found_by", "windows"}
+    assert set(row) == {
+        "rank",
+        "record_id",
+        "kind",
+        "lane",
+        "content",
+        "tags",
+        "distance",
+        "distance_kind",
+        "placed_by",
+        "found_by",
+        "windows",
+    }
     assert row["rank"] == 1 and row["distance_kind"] == "cosine"
 
 
 def test_find_answers_degraded_while_the_gateway_is_down(
-        service: httpx.Client, gateway: SwitchableGateway, records: dict[str, int]) -> None:
+    service: httpx.Client, gateway: SwitchableGateway, records: dict[str, int]
+) -> None:
     gateway.down = True
     page = service.get("/find", params={"q": "Who filed OPS-1432?"}).json()
     assert (page["degraded"], page["degraded_reason"]) == (True, "gateway_down")
@@ -113,12 +136,15 @@ def test_find_answers_degraded_while_the_gateway_is_down(
 
 
 def test_timeline_lists_records_by_date_with_filters(service: httpx.Client, records: dict[str, int]) -> None:
-    answer = service.get("/timeline", params={"from": "2024-03-04T00:00:00Z", "to": "2024-03-05T00:00:00Z",
-                                              "kind": "conversation", "tag": "ops"})
+    answer = service.get(
+        "/timeline",
+        params={"from": "2024-03-04T00:00:00Z", "to": "2024-03-05T00:00:00Z", "kind": "conversation", "tag": "ops"},
+    )
     assert answer.status_code == 200
     assert [(r["record_id"], datetime.fromisoformat(r["occurred_at"])) for r in answer.json()] == [
         (records["ops"], datetime(2024, 3, 4, 9, 0, tzinfo=UTC)),
-        (records["replica"], datetime(2024, 3, 4, 9, 1, tzinfo=UTC))]
+        (records["replica"], datetime(2024, 3, 4, 9, 1, tzinfo=UTC)),
+    ]
     later = service.get("/timeline", params={"from": "2024-03-04T09:00:30", "to": "2024-03-05"})  # no zone: UTC
     assert [r["record_id"] for r in later.json()] == [records["replica"]]
 

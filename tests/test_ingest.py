@@ -72,23 +72,34 @@ def write_json(path: Path, value: Any) -> Path:
 
 
 CONVERSATIONS = [
-    {"id": "standup-1", "tags": ["ops"], "occurred_at": "2024-03-04T09:00:00Z", "turns": [
-        {"speaker": "Maya", "content": "The finance export failed again, ticket OPS-1432."},
-        {"speaker": "Tomás", "content": "It runs on the replica now."},
-        {"speaker": "Maya", "content": "Yes, since two weeks.", "occurred_at": "2024-03-04T09:02:00Z"},
-        "Then let us turn on hot_standby_feedback.",
-    ]},
-    {"id": "review-2", "lane": "docs", "turns": [
-        {"speaker": "Priya", "content": "Disk grew 40 GB."},
-        {"speaker": "Jonas", "content": "Dead tuples pile up."},
-    ]},
+    {
+        "id": "standup-1",
+        "tags": ["ops"],
+        "occurred_at": "2024-03-04T09:00:00Z",
+        "turns": [
+            {"speaker": "Maya", "content": "The finance export failed again, ticket OPS-1432."},
+            {"speaker": "Tomás", "content": "It runs on the replica now."},
+            {"speaker": "Maya", "content": "Yes, since two weeks.", "occurred_at": "2024-03-04T09:02:00Z"},
+            "Then let us turn on hot_standby_feedback.",
+        ],
+    },
+    {
+        "id": "review-2",
+        "lane": "docs",
+        "turns": [
+            {"speaker": "Priya", "content": "Disk grew 40 GB."},
+            {"speaker": "Jonas", "content": "Dead tuples pile up."},
+        ],
+    },
 ]
 
 
 def thread_rows(db: psycopg.Connection, thread_id: str) -> list[tuple]:
     return db.execute(
         "select kind, thread_position, content, lane_name, occurred_at::text from emem.records"
-        " where thread_id = %s order by thread_position", (thread_id,)).fetchall()
+        " where thread_id = %s order by thread_position",
+        (thread_id,),
+    ).fetchall()
 
 
 def windows(db: psycopg.Connection) -> list[tuple]:
@@ -98,14 +109,16 @@ def windows(db: psycopg.Connection) -> list[tuple]:
         " array_agg(distinct r.thread_id)"
         " from emem.windows as w join emem.window_members as m using (window_id)"
         " join emem.records as r on r.record_id = m.record_id"
-        " group by w.window_id order by w.thread_id, min(r.thread_position)").fetchall()
+        " group by w.window_id order by w.thread_id, min(r.thread_position)"
+    ).fetchall()
 
 
 def counts(db: psycopg.Connection) -> tuple[int, ...]:
     return db.execute(
         "select (select count(*) from emem.records), (select count(*) from emem.record_vectors),"
         " (select count(*) from emem.windows), (select count(*) from emem.window_members),"
-        " (select count(*) from emem.edges), (select count(*) from emem.record_tags)").fetchone()
+        " (select count(*) from emem.edges), (select count(*) from emem.record_tags)"
+    ).fetchone()
 
 
 def parse_vector(text: str) -> list[float]:
@@ -122,8 +135,12 @@ def test_conversation_turns_become_records_in_order(db: psycopg.Connection, clie
         ("conversation", 2, "Maya: Yes, since two weeks.", "team"),
         ("conversation", 3, "Then let us turn on hot_standby_feedback.", "team"),
     ]
-    assert [row[4] for row in rows] == ["2024-03-04 09:00:00+00", "2024-03-04 09:00:00+00",
-                                        "2024-03-04 09:02:00+00", "2024-03-04 09:00:00+00"]
+    assert [row[4] for row in rows] == [
+        "2024-03-04 09:00:00+00",
+        "2024-03-04 09:00:00+00",
+        "2024-03-04 09:02:00+00",
+        "2024-03-04 09:00:00+00",
+    ]
     assert {row[3] for row in thread_rows(db, "review-2")} == {"docs"}
     assert [r.thread_position for r in client.records_with_all_tags(["ops"])] == [0, 1, 2, 3]
 
@@ -132,12 +149,14 @@ def test_every_turn_has_the_vector_of_its_own_text(db: psycopg.Connection, clien
     ingest_conversations(client, [write_json(tmp_path / "c.json", CONVERSATIONS)], QUIET)
     content, embedding = db.execute(
         "select r.content, v.embedding::text from emem.records as r join emem.record_vectors as v using (record_id)"
-        " where r.thread_id = 'review-2' and r.thread_position = 1").fetchone()
+        " where r.thread_id = 'review-2' and r.thread_position = 1"
+    ).fetchone()
     assert parse_vector(embedding) == pytest.approx(unit_length(hash_vector(content)))
 
 
 def test_windows_cover_consecutive_turns_and_never_cross_conversations(
-        db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
+    db: psycopg.Connection, client: Client, tmp_path: Path
+) -> None:
     report = ingest_conversations(client, [write_json(tmp_path / "c.json", CONVERSATIONS)], QUIET)
     found = windows(db)
     assert [(thread, positions) for thread, positions, _, _ in found] == [
@@ -155,7 +174,10 @@ def test_window_size_and_stride_are_configurable(db: psycopg.Connection, client:
     options = IngestOptions(lane="team", progress=False, conversation_windows=WindowShape(size=2, stride=2))
     ingest_conversations(client, [write_json(tmp_path / "c.json", CONVERSATIONS)], options)
     assert [(thread, positions) for thread, positions, _, _ in windows(db)] == [
-        ("review-2", [0, 1]), ("standup-1", [0, 1]), ("standup-1", [2, 3])]
+        ("review-2", [0, 1]),
+        ("standup-1", [0, 1]),
+        ("standup-1", [2, 3]),
+    ]
 
 
 def test_window_runs_stop_at_gaps_and_end_at_the_last_record() -> None:
@@ -171,29 +193,38 @@ def test_html_text_drops_tags_scripts_and_navigation() -> None:
         '<div class="navheader"><a href="x">Prev</a> Up</div>'
         "<h2>Sending Servers</h2><p>Set <code>max_wal_senders</code> &amp; restart.<br/>Then check.</p>"
         "<script>alert('no')</script><ul><li>one</li><li>two</li></ul><footer>Submit correction</footer>"
-        "</body></html>")
+        "</body></html>"
+    )
     assert title == "20.6. Replication"
     assert [" ".join(p.split()) for p in text.split("\n\n") if p.strip()] == [
-        "Sending Servers", "Set max_wal_senders & restart. Then check.", "one", "two"]
+        "Sending Servers",
+        "Set max_wal_senders & restart. Then check.",
+        "one",
+        "two",
+    ]
 
 
 def test_chunks_keep_headings_with_the_paragraph_they_introduce() -> None:
-    text = "\n\n".join([
-        "Sending Servers",
-        "These parameters can be set on any server that is to send replication data.",
-        "max_wal_senders (integer)",
-        "Specifies the maximum number of concurrent connections from standby servers. " * 3,
-    ])
+    text = "\n\n".join(
+        [
+            "Sending Servers",
+            "These parameters can be set on any server that is to send replication data.",
+            "max_wal_senders (integer)",
+            "Specifies the maximum number of concurrent connections from standby servers. " * 3,
+        ]
+    )
     chunks = chunk_text(text, 200)
-    assert chunks[0] == ("Sending Servers\n\nThese parameters can be set on any server that is to send "
-                         "replication data.")
+    assert chunks[0] == (
+        "Sending Servers\n\nThese parameters can be set on any server that is to send replication data."
+    )
     assert chunks[1].startswith("max_wal_senders (integer)\n\nSpecifies the maximum")
     assert all(len(chunk) <= 200 for chunk in chunks)
     assert " ".join(" ".join(chunks).split()) == " ".join(text.split())
 
 
 def test_files_are_chunked_into_file_records_with_windows(
-        db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
+    db: psycopg.Connection, client: Client, tmp_path: Path
+) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "guide.md").write_text("# Guide\n\n" + "\n\n".join(f"Paragraph {n} about WAL." * 4 for n in range(6)))
@@ -212,7 +243,8 @@ def test_files_are_chunked_into_file_records_with_windows(
     metadata = db.execute("select metadata from emem.records where thread_id like '%%page.html'").fetchone()[0]
     assert metadata == {"path": str((folder / "page.html").resolve()), "title": "Page"}
     assert [positions for thread, positions, _, _ in windows(db)] == [
-        [n, n + 1] for n in range(len(rows) - 1)]  # the one-chunk page has no window
+        [n, n + 1] for n in range(len(rows) - 1)
+    ]  # the one-chunk page has no window
     assert len(client.records_with_all_tags(["handbook"])) == report.records_created
     assert report.problems == []
 
@@ -220,12 +252,17 @@ def test_files_are_chunked_into_file_records_with_windows(
 def test_bad_items_are_reported_and_skipped(db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text("[{not json")
-    conversations = write_json(tmp_path / "c.json", [
-        {"id": "gap", "turns": ["first turn", "  ", "third turn", "fourth turn",
-                                {"content": "x", "occurred_at": "soon"}]},
-        {"id": "empty", "turns": []},
-        "not a conversation",
-    ])
+    conversations = write_json(
+        tmp_path / "c.json",
+        [
+            {
+                "id": "gap",
+                "turns": ["first turn", "  ", "third turn", "fourth turn", {"content": "x", "occurred_at": "soon"}],
+            },
+            {"id": "empty", "turns": []},
+            "not a conversation",
+        ],
+    )
     report = ingest_conversations(client, [broken, conversations, tmp_path / "missing.json"], QUIET)
     reasons = {problem.source: problem.reason for problem in report.problems}
     assert reasons[str(broken)].startswith("invalid JSON")
@@ -243,51 +280,73 @@ def test_bad_files_are_reported_and_the_rest_written(db: psycopg.Connection, cli
     (tmp_path / "binary.txt").write_bytes(b"\xff\xfe\x00bad")
     (tmp_path / "blank.md").write_text("   \n\n  ")
     (tmp_path / "good.txt").write_text("A good file.")
-    report = ingest_files(client, [tmp_path / "binary.txt", tmp_path / "blank.md", tmp_path / "nowhere",
-                                   tmp_path / "good.txt"], QUIET)
+    report = ingest_files(
+        client, [tmp_path / "binary.txt", tmp_path / "blank.md", tmp_path / "nowhere", tmp_path / "good.txt"], QUIET
+    )
     assert sorted((Path(p.source).name, p.reason) for p in report.problems) == [
-        ("binary.txt", "not UTF-8 text"), ("blank.md", "holds no text"), ("nowhere", "no such file or folder")]
+        ("binary.txt", "not UTF-8 text"),
+        ("blank.md", "holds no text"),
+        ("nowhere", "no such file or folder"),
+    ]
     assert report.records_created == 1
 
 
 def test_a_unit_the_database_refuses_costs_only_itself(db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
     notes = tmp_path / "notes.jsonl"
-    notes.write_text("\n".join(json.dumps(note) for note in [
-        {"content": "Kept before"},
-        {"content": "In a lane that does not exist", "lane": "nowhere"},
-        {"content": "Too much authority", "authority": 7},
-        {"content": "Kept after"},
-    ]) + "\n{broken\n")
+    notes.write_text(
+        "\n".join(
+            json.dumps(note)
+            for note in [
+                {"content": "Kept before"},
+                {"content": "In a lane that does not exist", "lane": "nowhere"},
+                {"content": "Too much authority", "authority": 7},
+                {"content": "Kept after"},
+            ]
+        )
+        + "\n{broken\n"
+    )
     report = ingest_notes(client, [notes], QUIET)
     reasons = [(problem.source, problem.reason) for problem in report.problems]
     assert reasons[0][0] == f"{notes}:5" and reasons[0][1].startswith("invalid JSON")
     assert reasons[1][0] == f"{notes}:2" and "lane 'nowhere' is not a lane this role may write" in reasons[1][1]
     assert reasons[2][0] == f"{notes}:3" and "authority must be a number from 0 to 1" in reasons[2][1]
     assert [row[0] for row in db.execute("select content from emem.records order by record_id")] == [
-        "Kept before", "Kept after"]
+        "Kept before",
+        "Kept after",
+    ]
 
 
 def test_notes_links_become_edges_once(db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
-    notes = write_json(tmp_path / "notes.json", [
-        {"id": "kowalski", "kind": "entity", "content": "Jan Kowalski, contractor", "tags": ["person"]},
-        {"id": "apollo", "content": "Apollo migration", "occurred_at": "2024-03-01",
-         "links": [{"to": "kowalski", "relation": "billed_by", "properties": {"invoice": "INV-2031"}}]},
-        {"id": "orphan", "content": "Links nowhere", "links": [{"to": "ghost", "relation": "knows"}]},
-    ])
+    notes = write_json(
+        tmp_path / "notes.json",
+        [
+            {"id": "kowalski", "kind": "entity", "content": "Jan Kowalski, contractor", "tags": ["person"]},
+            {
+                "id": "apollo",
+                "content": "Apollo migration",
+                "occurred_at": "2024-03-01",
+                "links": [{"to": "kowalski", "relation": "billed_by", "properties": {"invoice": "INV-2031"}}],
+            },
+            {"id": "orphan", "content": "Links nowhere", "links": [{"to": "ghost", "relation": "knows"}]},
+        ],
+    )
     first = ingest_notes(client, [notes], QUIET)
     assert (first.records_created, first.edges_created) == (3, 1)
     assert [p.reason for p in first.problems] == [
-        "link to note 'ghost', which is not among the notes written from this input"]
-    assert db.execute("select e.relation, e.properties, f.content, t.kind from emem.edges as e"
-                      " join emem.records as f on f.record_id = e.from_record_id"
-                      " join emem.records as t on t.record_id = e.to_record_id").fetchall() == [
-        ("billed_by", {"invoice": "INV-2031"}, "Apollo migration", "entity")]
+        "link to note 'ghost', which is not among the notes written from this input"
+    ]
+    assert db.execute(
+        "select e.relation, e.properties, f.content, t.kind from emem.edges as e"
+        " join emem.records as f on f.record_id = e.from_record_id"
+        " join emem.records as t on t.record_id = e.to_record_id"
+    ).fetchall() == [("billed_by", {"invoice": "INV-2031"}, "Apollo migration", "entity")]
     again = ingest_notes(client, [notes], QUIET)
     assert (again.records_created, again.records_existing, again.edges_created, again.edges_existing) == (0, 3, 0, 1)
 
 
 def test_reingesting_the_same_input_writes_nothing_new_and_loses_nothing(
-        db: psycopg.Connection, client: Client, gateway: HashGateway, tmp_path: Path) -> None:
+    db: psycopg.Connection, client: Client, gateway: HashGateway, tmp_path: Path
+) -> None:
     conversations = write_json(tmp_path / "c.json", CONVERSATIONS)
     (tmp_path / "doc.md").write_text("\n\n".join(f"Section {n}. " + "Words about vacuum. " * 8 for n in range(5)))
     options = IngestOptions(lane="team", chunk_chars=200, progress=False, batch_size=3)
@@ -305,7 +364,8 @@ def test_reingesting_the_same_input_writes_nothing_new_and_loses_nothing(
 
 
 def test_a_conversation_grown_by_new_turns_keeps_its_thread(
-        db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
+    db: psycopg.Connection, client: Client, tmp_path: Path
+) -> None:
     ingest_conversations(client, [write_json(tmp_path / "c.json", CONVERSATIONS)], QUIET)
     grown = [{**CONVERSATIONS[1], "turns": [*CONVERSATIONS[1]["turns"], "Priya: Then vacuum more often."]}]
     report = ingest_conversations(client, [write_json(tmp_path / "grown.json", grown)], QUIET)
@@ -314,7 +374,8 @@ def test_a_conversation_grown_by_new_turns_keeps_its_thread(
 
 
 def test_a_changed_file_keeps_its_stored_records_and_becomes_a_new_version(
-        db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
+    db: psycopg.Connection, client: Client, tmp_path: Path
+) -> None:
     path = tmp_path / "doc.txt"
     path.write_text("First version.")
     ingest_files(client, [path], QUIET)
@@ -329,8 +390,9 @@ def test_a_changed_file_keeps_its_stored_records_and_becomes_a_new_version(
     assert ingest_files(client, [path], QUIET).records_created == 0  # the new version, again: nothing new
 
 
-def test_ingest_refuses_a_gateway_whose_model_is_not_the_active_space(db: psycopg.Connection, client: Client,
-                                                                         tmp_path: Path) -> None:
+def test_ingest_refuses_a_gateway_whose_model_is_not_the_active_space(
+    db: psycopg.Connection, client: Client, tmp_path: Path
+) -> None:
     other = Client(db, HashGateway(model_name="another-model"))
     with pytest.raises(IngestError, match="model_mismatch"):
         ingest_conversations(other, [write_json(tmp_path / "c.json", CONVERSATIONS)], QUIET)

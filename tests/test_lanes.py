@@ -8,8 +8,16 @@ import psycopg
 import pytest
 from psycopg import errors
 
-TABLES = ("records", "record_tags", "record_vectors", "edges", "edge_labels", "windows", "window_members",
-          "record_summaries")
+TABLES = (
+    "records",
+    "record_tags",
+    "record_vectors",
+    "edges",
+    "edge_labels",
+    "windows",
+    "window_members",
+    "record_summaries",
+)
 
 
 @pytest.fixture
@@ -21,15 +29,31 @@ def two_lanes(db: psycopg.Connection, make_role: Callable[..., str]) -> dict[str
     db.execute("select emem.create_embedding_space('m', 3, null, true)")
     ids = {}
     for lane in ("sales", "hr"):
-        items = [{"kind": "note", "content": f"{lane} invoice INV-{lane}", "lane": lane, "tags": ["invoice", lane],
-                  "vector": [1, 0, 0]}] + [
-                 {"kind": "conversation", "content": f"{lane} turn {i}", "lane": lane, "thread_id": f"{lane}-c",
-                  "thread_position": i, "vector": [0, 1, 0]} for i in range(2)]
+        items = [
+            {
+                "kind": "note",
+                "content": f"{lane} invoice INV-{lane}",
+                "lane": lane,
+                "tags": ["invoice", lane],
+                "vector": [1, 0, 0],
+            }
+        ] + [
+            {
+                "kind": "conversation",
+                "content": f"{lane} turn {i}",
+                "lane": lane,
+                "thread_id": f"{lane}-c",
+                "thread_position": i,
+                "vector": [0, 1, 0],
+            }
+            for i in range(2)
+        ]
         rows = db.execute("select record_id from emem.put_records(%s)", (json.dumps(items),)).fetchall()
         ids[lane] = [r[0] for r in rows]
         db.execute("select emem.put_window(%s, '[0,1,1]')", (ids[lane][1:],))
-        db.execute("select emem.link_records(%s, %s, 'about', '{\"topic\": \"billing\"}')",
-                   (ids[lane][0], ids[lane][1]))
+        db.execute(
+            "select emem.link_records(%s, %s, 'about', '{\"topic\": \"billing\"}')", (ids[lane][0], ids[lane][1])
+        )
     db.execute("select emem.link_records(%s, %s, 'crosses', '{}')", (ids["sales"][0], ids["hr"][0]))
     return {"sales": make_role("sales", "sales_agent"), "hr": make_role("hr", "hr_agent"), "none": make_role("none")}
 
@@ -75,8 +99,9 @@ def test_timeline_and_find_stay_inside_the_lanes(two_lanes: dict[str, str], dsn)
     with connect_as(dsn, two_lanes["hr"]) as conn:
         lanes = {r[0] for r in conn.execute("select lane from emem.e_timeline('-infinity', 'infinity')")}
         assert lanes == {"hr"}
-        found = {r[0] for r in conn.execute(
-            "select lane from emem.e_gather_find('invoice billing INV-sales', '[1,0,0]')")}
+        found = {
+            r[0] for r in conn.execute("select lane from emem.e_gather_find('invoice billing INV-sales', '[1,0,0]')")
+        }
         assert found == {"hr"}
 
 

@@ -18,9 +18,9 @@ def disjoint_lists(sizes: dict[str, int]) -> dict[str, list[Candidate]]:
     return lists
 
 
-lists_strategy = st.fixed_dictionaries({
-    name: st.lists(st.integers(min_value=1, max_value=60), max_size=40) for name in SEED_WEIGHTS
-}).map(lambda ids: {name: [Candidate(i, float(n)) for n, i in enumerate(dict.fromkeys(v))] for name, v in ids.items()})
+lists_strategy = st.fixed_dictionaries(
+    {name: st.lists(st.integers(min_value=1, max_value=60), max_size=40) for name in SEED_WEIGHTS}
+).map(lambda ids: {name: [Candidate(i, float(n)) for n, i in enumerate(dict.fromkeys(v))] for name, v in ids.items()})
 
 
 def test_first_slots_come_as_v_t_w_v_t_v_t_w_v_t_f() -> None:
@@ -45,8 +45,11 @@ def test_record_already_placed_is_skipped_without_using_a_slot() -> None:
 
 
 def test_exhausted_list_leaves_the_others_in_their_own_proportions() -> None:
-    merged = interleave(disjoint_lists({"record_vectors": 2, "tags": 100, "window_vectors": 100, "fulltext": 100}),
-                        SEED_WEIGHTS, limit=62)
+    merged = interleave(
+        disjoint_lists({"record_vectors": 2, "tags": 100, "window_vectors": 100, "fulltext": 100}),
+        SEED_WEIGHTS,
+        limit=62,
+    )
     tail = [p.placed_by for p in merged[10:]]
     assert "record_vectors" not in tail
     share = {name: tail.count(name) / len(tail) for name in ("tags", "window_vectors", "fulltext")}
@@ -71,7 +74,7 @@ def test_pages_concatenated_equal_the_merged_list(lists: dict[str, list[Candidat
     pages = []
     page = 1
     while True:
-        cut = interleave(lists, SEED_WEIGHTS, limit=page * page_size)[(page - 1) * page_size:]
+        cut = interleave(lists, SEED_WEIGHTS, limit=page * page_size)[(page - 1) * page_size :]
         if not cut:
             break
         pages.extend(cut)

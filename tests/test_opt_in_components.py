@@ -30,18 +30,35 @@ def invoices(db: psycopg.Connection) -> dict[str, int]:
     """Ten near-duplicate invoices of one vendor that differ only in number and amount."""
     db.execute("select emem.create_lane('l')")
     db.execute("select emem.create_embedding_space('m', 3, null, true)")
-    items = [{"kind": "note", "lane": "l", "content": f"Zentrix invoice INV-{2030 + i} over {100 * i} EUR",
-              "tags": ["invoice", "zentrix", f"inv-{2030 + i}"], "vector": [1, 0.01 * (10 - i), 0]} for i in range(10)]
-    items += [{"kind": "note", "lane": "l", "content": f"Zentrix memo {i} about the migration schedule",
-               "tags": ["zentrix"], "vector": [0, 1, 0.1 * i]} for i in range(30)]
+    items = [
+        {
+            "kind": "note",
+            "lane": "l",
+            "content": f"Zentrix invoice INV-{2030 + i} over {100 * i} EUR",
+            "tags": ["invoice", "zentrix", f"inv-{2030 + i}"],
+            "vector": [1, 0.01 * (10 - i), 0],
+        }
+        for i in range(10)
+    ]
+    items += [
+        {
+            "kind": "note",
+            "lane": "l",
+            "content": f"Zentrix memo {i} about the migration schedule",
+            "tags": ["zentrix"],
+            "vector": [0, 1, 0.1 * i],
+        }
+        for i in range(30)
+    ]
     ids = [r[0] for r in db.execute("select record_id from emem.put_records(%s)", (json.dumps(items),))]
     return {"INV-2031": ids[1], "memo": ids[10]}
 
 
 def ranks(db: psycopg.Connection, profile: str, question: str, vector: str | None = "[1,0,0]") -> list[int]:
     db.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
-    envelope = db.execute("select emem.e_gather_find_envelope(%s, %s::vector, 1, 100)",
-                          (question, vector)).fetchone()[0]
+    envelope = db.execute("select emem.e_gather_find_envelope(%s, %s::vector, 1, 100)", (question, vector)).fetchone()[
+        0
+    ]
     return [r["record_id"] for r in envelope["rows"]]
 
 
@@ -66,8 +83,9 @@ def test_fulltext_words_searches_words_wordnet_knows_too(db, invoices: dict[str,
 
 def test_opt_in_component_runs_beside_the_seed_lookups_in_its_weight(db, invoices: dict[str, int]) -> None:
     db.execute("set emem.pipeline_profile = 'record_vectors:1, tags_by_terms:1'")
-    envelope = db.execute(
-        "select emem.e_gather_find_envelope('zentrix invoice INV-2031', '[0,1,0]', 1, 4)").fetchone()[0]
+    envelope = db.execute("select emem.e_gather_find_envelope('zentrix invoice INV-2031', '[0,1,0]', 1, 4)").fetchone()[
+        0
+    ]
     assert [r["placed_by"] for r in envelope["rows"]] == ["record_vectors", "tags_by_terms"] * 2
     assert envelope["pipeline_profile"] == {"record_vectors": 1, "tags_by_terms": 1}
 
@@ -76,8 +94,7 @@ def test_explain_ranks_a_row_deep_in_a_scored_list(db, invoices: dict[str, int])
     """The page reaches the invoices' score levels of tags_by_terms only; explain still ranks the
     memos that record_vectors placed: after the ten invoices, nearest first."""
     db.execute("set emem.pipeline_profile = 'record_vectors:1, tags_by_terms:1'")
-    explained = db.execute(
-        "select emem.e_gather_explain('zentrix invoice INV-2031', '[0,1,0]', 1, 4)").fetchone()[0]
+    explained = db.execute("select emem.e_gather_explain('zentrix invoice INV-2031', '[0,1,0]', 1, 4)").fetchone()[0]
     memos = [row for row in explained["rows"] if row["placed_by"] == "record_vectors"]
     assert [row["record_id"] for row in memos] == [invoices["memo"], invoices["memo"] + 1]
     assert [row["list_ranks"]["tags_by_terms"] for row in memos] == [11, 12]
@@ -98,13 +115,22 @@ def test_fulltext_words_frequencies_follow_analyze(db) -> None:
     db.execute("select emem.create_lane('l')")
 
     def put(count: int, budget_every: int) -> None:
-        items = [{"kind": "note", "lane": "l", "content": f"note {i}" + (" budget" if i % budget_every == 0 else "")
-                  + (" zeppelin" if i % 300 == 1 else "")} for i in range(count)]
+        items = [
+            {
+                "kind": "note",
+                "lane": "l",
+                "content": f"note {i}"
+                + (" budget" if i % budget_every == 0 else "")
+                + (" zeppelin" if i % 300 == 1 else ""),
+            }
+            for i in range(count)
+        ]
         db.execute("select count(*) from emem.put_records(%s)", (json.dumps(items),))
 
     def total() -> int:
         return db.execute("select emem.e_gather_find_envelope('budget zeppelin', null, 1, 30)").fetchone()[0][
-            "total_candidates"]
+            "total_candidates"
+        ]
 
     put(3000, budget_every=10)
     db.execute("set emem.pipeline_profile = 'fulltext_words'")

@@ -64,8 +64,14 @@ class Vault:
         return tokens
 
     def questions(self) -> list[str]:
-        return [*self.secrets.values(), self.cross_secret, "invoice apollo project", "billed 1200 EUR",
-                "turn chunk Kowalski customer:acme", " ".join(LANES)]
+        return [
+            *self.secrets.values(),
+            self.cross_secret,
+            "invoice apollo project",
+            "billed 1200 EUR",
+            "turn chunk Kowalski customer:acme",
+            " ".join(LANES),
+        ]
 
 
 def without_timings(value: object) -> object:
@@ -105,32 +111,72 @@ def vault(db: psycopg.Connection, make_role: Callable[..., str]) -> Vault:
         secret, direction = vault.secrets[lane], DIRECTION[lane]
         day = f"2026-0{n + 1}-1"
         items = [
-            {"kind": "note", "content": f"Invoice {secret} billed 1200 EUR for the apollo project", "lane": lane,
-             "tags": [f"tag{secret}", "invoice", "apollo project"], "metadata": {"owner": secret},
-             "source_key": f"src{secret}", "occurred_at": f"{day}1T09:00:00Z", "authority": 0.9,
-             "vector": unit(direction, 0)},
-            {"kind": "entity", "content": f"Kowalski of {secret}", "lane": lane, "tags": ["customer:acme"],
-             "occurred_at": f"{day}2T09:00:00Z", "vector": unit(direction, 1)},
+            {
+                "kind": "note",
+                "content": f"Invoice {secret} billed 1200 EUR for the apollo project",
+                "lane": lane,
+                "tags": [f"tag{secret}", "invoice", "apollo project"],
+                "metadata": {"owner": secret},
+                "source_key": f"src{secret}",
+                "occurred_at": f"{day}1T09:00:00Z",
+                "authority": 0.9,
+                "vector": unit(direction, 0),
+            },
+            {
+                "kind": "entity",
+                "content": f"Kowalski of {secret}",
+                "lane": lane,
+                "tags": ["customer:acme"],
+                "occurred_at": f"{day}2T09:00:00Z",
+                "vector": unit(direction, 1),
+            },
         ]
-        items += [{"kind": "conversation", "content": f"turn {i} about {secret}", "lane": lane,
-                   "thread_id": f"thread{secret}", "thread_position": i, "occurred_at": f"{day}3T09:0{i}:00Z",
-                   "vector": unit(direction, 2 + i)} for i in range(3)]
-        items += [{"kind": "file", "content": f"chunk {i} of {secret}", "lane": lane,
-                   "thread_id": f"file{secret}", "thread_position": i, "occurred_at": f"{day}4T09:0{i}:00Z",
-                   "vector": unit(direction, 5 + i)} for i in range(2)]
+        items += [
+            {
+                "kind": "conversation",
+                "content": f"turn {i} about {secret}",
+                "lane": lane,
+                "thread_id": f"thread{secret}",
+                "thread_position": i,
+                "occurred_at": f"{day}3T09:0{i}:00Z",
+                "vector": unit(direction, 2 + i),
+            }
+            for i in range(3)
+        ]
+        items += [
+            {
+                "kind": "file",
+                "content": f"chunk {i} of {secret}",
+                "lane": lane,
+                "thread_id": f"file{secret}",
+                "thread_position": i,
+                "occurred_at": f"{day}4T09:0{i}:00Z",
+                "vector": unit(direction, 5 + i),
+            }
+            for i in range(2)
+        ]
         ids = [r[0] for r in db.execute("select record_id from emem.put_records(%s)", (json.dumps(items),))]
         vault.ids[lane] = ids
         db.execute("select emem.put_window(%s, %s::vector)", (ids[2:5], str(unit(direction, 9))))
         db.execute("select emem.put_window(%s, %s::vector)", (ids[5:7], str(unit(direction, 10))))
-        db.execute("select emem.link_records(%s, %s, 'billed', %s)",
-                   (ids[0], ids[1], json.dumps({"invoice": f"INV{secret}", "amount": "1200 EUR"})))
-    db.execute("select emem.link_records(%s, %s, 'crosses', %s)",
-               (vault.ids["salesvault"][0], vault.ids["hrvault"][0], json.dumps({"code": vault.cross_secret})))
+        db.execute(
+            "select emem.link_records(%s, %s, 'billed', %s)",
+            (ids[0], ids[1], json.dumps({"invoice": f"INV{secret}", "amount": "1200 EUR"})),
+        )
+    db.execute(
+        "select emem.link_records(%s, %s, 'crosses', %s)",
+        (vault.ids["salesvault"][0], vault.ids["hrvault"][0], json.dumps({"code": vault.cross_secret})),
+    )
     # Readable by hr (both ends are), not by sales.
-    db.execute("select emem.link_records(%s, %s, 'mentions', %s)",
-               (vault.ids["hrvault"][1], vault.ids["commons"][0], json.dumps({"code": vault.secrets["hrvault"]})))
-    vault.roles = {"sales": make_role("sales", PROFILE["sales"]), "hr": make_role("hr", PROFILE["hr"]),
-                   "none": make_role("none")}
+    db.execute(
+        "select emem.link_records(%s, %s, 'mentions', %s)",
+        (vault.ids["hrvault"][1], vault.ids["commons"][0], json.dumps({"code": vault.secrets["hrvault"]})),
+    )
+    vault.roles = {
+        "sales": make_role("sales", PROFILE["sales"]),
+        "hr": make_role("hr", PROFILE["hr"]),
+        "none": make_role("none"),
+    }
     return vault
 
 
@@ -144,29 +190,47 @@ def sessions(vault: Vault, dsn: Callable[..., str]) -> Iterator[dict[str, psycop
 
 
 def envelope(conn: psycopg.Connection, question: str, vector: str | None, page: int = 1, page_size: int = 30) -> dict:
-    return conn.execute("select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)",
-                        (question, vector, page, page_size)).fetchone()[0]
+    return conn.execute(
+        "select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)", (question, vector, page, page_size)
+    ).fetchone()[0]
 
 
 def find_rows(conn: psycopg.Connection, question: str, vector: str | None, page: int, page_size: int) -> list[dict]:
-    return [r[0] for r in conn.execute(
-        "select to_jsonb(f) from emem.e_gather_find(%s, %s::vector, %s, %s) as f order by f.rank",
-        (question, vector, page, page_size))]
+    return [
+        r[0]
+        for r in conn.execute(
+            "select to_jsonb(f) from emem.e_gather_find(%s, %s::vector, %s, %s) as f order by f.rank",
+            (question, vector, page, page_size),
+        )
+    ]
 
 
 def snapshot(db: psycopg.Connection) -> list[tuple]:
     """Every row of every table of schema emem, as the owner reads them."""
-    tables = [r[0] for r in db.execute(
-        "select c.oid::regclass::text from pg_class c where c.relnamespace = 'emem'::regnamespace"
-        " and c.relkind in ('r', 'p') order by 1")]
-    return [(t, db.execute(f"select coalesce(jsonb_agg(to_jsonb(x) order by to_jsonb(x)::text), '[]')"
-                           f" from {t} as x").fetchone()[0]) for t in tables]
+    tables = [
+        r[0]
+        for r in db.execute(
+            "select c.oid::regclass::text from pg_class c where c.relnamespace = 'emem'::regnamespace"
+            " and c.relkind in ('r', 'p') order by 1"
+        )
+    ]
+    return [
+        (
+            t,
+            db.execute(
+                f"select coalesce(jsonb_agg(to_jsonb(x) order by to_jsonb(x)::text), '[]') from {t} as x"
+            ).fetchone()[0],
+        )
+        for t in tables
+    ]
 
 
 # ---- find, the envelope, explain ----------------------------------------------------------------
 
+
 def test_find_and_envelope_show_only_readable_records_and_the_page_rule_totals(
-        vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection) -> None:
+    vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection
+) -> None:
     for question in vault.questions():
         for vector in VECTORS:
             for page_size in (30, 4):
@@ -181,21 +245,27 @@ def test_find_and_envelope_show_only_readable_records_and_the_page_rule_totals(
                         expected = {**owner, "rows": [r for r in owner["rows"] if r["lane"] in READS[who]]}
                         assert mine == expected, f"{who} asked {question!r} {vector} page {page}/{page_size}"
                         assert {r["record_id"] for r in mine["rows"]} <= vault.readable_ids(who)
-                        assert_no_leak({k: v for k, v in mine.items() if k not in PAGE_RULE_FIELDS}, who, vault,
-                                       "e_gather_find_envelope")
+                        assert_no_leak(
+                            {k: v for k, v in mine.items() if k not in PAGE_RULE_FIELDS},
+                            who,
+                            vault,
+                            "e_gather_find_envelope",
+                        )
                         assert find_rows(conn, question, vector, page, page_size) == mine["rows"]
                         probed(who, "e_gather_find", vault)
                     page += 1
 
 
-def test_explain_tells_no_more_than_the_totals_of_find(vault: Vault, sessions: dict[str, psycopg.Connection],
-                                                       db: psycopg.Connection) -> None:
+def test_explain_tells_no_more_than_the_totals_of_find(
+    vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection
+) -> None:
     """explain counts candidates in every lane, as total_candidates does: its per-lookup counts are
     the totals a caller gets anyway from find with a one-lookup pipeline profile."""
 
     def explain(conn: psycopg.Connection, question: str, vector: str | None) -> dict:
-        return without_timings(conn.execute("select emem.e_gather_explain(%s, %s::vector)",
-                                            (question, vector)).fetchone()[0])
+        return without_timings(
+            conn.execute("select emem.e_gather_explain(%s, %s::vector)", (question, vector)).fetchone()[0]
+        )
 
     for question in vault.questions():
         for vector in VECTORS[:2]:
@@ -217,61 +287,86 @@ def test_explain_tells_no_more_than_the_totals_of_find(vault: Vault, sessions: d
 
 # ---- timeline, label intersection -----------------------------------------------------------------
 
-def test_timeline_lists_exactly_the_readable_records(vault: Vault, sessions: dict[str, psycopg.Connection],
-                                                     db: psycopg.Connection) -> None:
+
+def test_timeline_lists_exactly_the_readable_records(
+    vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection
+) -> None:
     for who, conn in sessions.items():
-        expected = [r[0] for r in db.execute(
-            "select record_id from emem.records where lane_name = any(%s) order by occurred_at, record_id",
-            (list(READS[who]),))]
+        expected = [
+            r[0]
+            for r in db.execute(
+                "select record_id from emem.records where lane_name = any(%s) order by occurred_at, record_id",
+                (list(READS[who]),),
+            )
+        ]
         listed, page = [], 1
-        while rows := conn.execute("select to_jsonb(t) from emem.e_timeline('-infinity', 'infinity', %s, 3) as t",
-                                   (page,)).fetchall():
+        while rows := conn.execute(
+            "select to_jsonb(t) from emem.e_timeline('-infinity', 'infinity', %s, 3) as t", (page,)
+        ).fetchall():
             assert_no_leak([r[0] for r in rows], who, vault, "e_timeline")
             listed += [r[0]["record_id"] for r in rows]
             page += 1
         assert listed == expected
         for lane in LANES:
-            tagged = conn.execute("select to_jsonb(t) from emem.e_timeline('-infinity', 'infinity',"
-                                  " tags => array[%s]) as t", (f"tag{vault.secrets[lane]}",)).fetchall()
+            tagged = conn.execute(
+                "select to_jsonb(t) from emem.e_timeline('-infinity', 'infinity', tags => array[%s]) as t",
+                (f"tag{vault.secrets[lane]}",),
+            ).fetchall()
             assert [r[0]["record_id"] for r in tagged] == ([vault.ids[lane][0]] if lane in READS[who] else [])
             probed(who, "e_timeline(tags)", vault)
         for kind in ("note", "conversation", "file", "entity"):
-            rows = conn.execute("select to_jsonb(t) from emem.e_timeline('-infinity', 'infinity',"
-                                " kinds => array[%s]) as t", (kind,)).fetchall()
+            rows = conn.execute(
+                "select to_jsonb(t) from emem.e_timeline('-infinity', 'infinity', kinds => array[%s]) as t", (kind,)
+            ).fetchall()
             assert {r[0]["lane"] for r in rows} <= set(READS[who])
             assert_no_leak([r[0] for r in rows], who, vault, "e_timeline(kinds)")
 
 
 def test_label_intersection_lists_exactly_the_readable_records(
-        vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection) -> None:
+    vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection
+) -> None:
     wanted = [[f"tag{s}"] for s in vault.secrets.values()] + [
-        ["invoice"], ["customer:acme"], ["invoice", "apollo project"], [f"tag{vault.secrets['hrvault']}", "invoice"]]
+        ["invoice"],
+        ["customer:acme"],
+        ["invoice", "apollo project"],
+        [f"tag{vault.secrets['hrvault']}", "invoice"],
+    ]
     for tags in wanted:
         owner = [r[0] for r in db.execute("select to_jsonb(t) from emem.records_with_all_tags(%s) as t", (tags,))]
         for who, conn in sessions.items():
-            mine = [r[0] for r in conn.execute("select to_jsonb(t) from emem.records_with_all_tags(%s) as t",
-                                               (tags,))]
+            mine = [r[0] for r in conn.execute("select to_jsonb(t) from emem.records_with_all_tags(%s) as t", (tags,))]
             assert mine == [r for r in owner if r["lane"] in READS[who]]
             assert_no_leak(mine, who, vault, "records_with_all_tags")
 
 
 # ---- direct reads -------------------------------------------------------------------------------
 
+
 def relations(db: psycopg.Connection, kinds: str) -> list[str]:
     """The relations of schema emem of the given pg_class kinds, from the catalog: new ones are covered."""
-    return [r[0] for r in db.execute(
-        "select c.oid::regclass::text from pg_class c where c.relnamespace = 'emem'::regnamespace"
-        " and c.relkind = any(%s) order by 1", (list(kinds),))]
+    return [
+        r[0]
+        for r in db.execute(
+            "select c.oid::regclass::text from pg_class c where c.relnamespace = 'emem'::regnamespace"
+            " and c.relkind = any(%s) order by 1",
+            (list(kinds),),
+        )
+    ]
 
 
 def test_direct_select_on_every_relation_stays_inside_the_lanes(
-        vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection) -> None:
+    vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection
+) -> None:
     readable_relations = relations(db, "rvmpf")
     assert {"emem.records", "emem.record_summaries", "emem.edges", "emem.windows"} <= set(readable_relations)
     for relation in readable_relations:
-        columns = {r[0] for r in db.execute(
-            "select attname from pg_attribute where attrelid = %s::regclass and attnum > 0 and not attisdropped",
-            (relation,))}
+        columns = {
+            r[0]
+            for r in db.execute(
+                "select attname from pg_attribute where attrelid = %s::regclass and attnum > 0 and not attisdropped",
+                (relation,),
+            )
+        }
         for who, conn in sessions.items():
             try:
                 rows = [r[0] for r in conn.execute(f"select to_jsonb(x) from {relation} as x")]
@@ -290,7 +385,8 @@ def test_direct_select_on_every_relation_stays_inside_the_lanes(
 
 
 def test_sequences_and_statistics_tell_nothing_of_other_lanes(
-        vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection) -> None:
+    vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection
+) -> None:
     for table in relations(db, "r"):
         db.execute(f"analyze {table}")
     for who, conn in sessions.items():
@@ -298,40 +394,48 @@ def test_sequences_and_statistics_tell_nothing_of_other_lanes(
             with pytest.raises(errors.InsufficientPrivilege):
                 conn.execute(f"select last_value from {sequence}")
             probed(who, "sequence", vault)
-        stats = conn.execute("select coalesce(jsonb_agg(to_jsonb(s)), '[]') from pg_stats s"
-                             " where s.schemaname = 'emem'").fetchone()[0]
+        stats = conn.execute(
+            "select coalesce(jsonb_agg(to_jsonb(s)), '[]') from pg_stats s where s.schemaname = 'emem'"
+        ).fetchone()[0]
         assert_no_leak(stats, who, vault, "pg_stats")
-        stats = conn.execute("select coalesce(jsonb_agg(to_jsonb(s)), '[]') from pg_stats_ext s"
-                             " where s.schemaname = 'emem'").fetchone()[0]
+        stats = conn.execute(
+            "select coalesce(jsonb_agg(to_jsonb(s)), '[]') from pg_stats_ext s where s.schemaname = 'emem'"
+        ).fetchone()[0]
         assert_no_leak(stats, who, vault, "pg_stats_ext")
 
 
 def test_temporary_relations_do_not_shadow_what_the_functions_read(
-        vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection) -> None:
+    vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection
+) -> None:
     """A role's own temporary tables named like emem's (searched first for unqualified names)
     change no answer: every function pins its search_path and qualifies its relations."""
     conn = sessions["sales"]
 
     def answers() -> list:
-        return [envelope(conn, vault.secrets["salesvault"] + " invoice", "[1,0,0]"),
-                conn.execute("select jsonb_agg(to_jsonb(t)) from emem.e_timeline('-infinity', 'infinity') t")
-                .fetchone()[0],
-                conn.execute("select jsonb_agg(to_jsonb(t)) from emem.records_with_all_tags(array['invoice']) t")
-                .fetchone()[0]]
+        return [
+            envelope(conn, vault.secrets["salesvault"] + " invoice", "[1,0,0]"),
+            conn.execute("select jsonb_agg(to_jsonb(t)) from emem.e_timeline('-infinity', 'infinity') t").fetchone()[0],
+            conn.execute(
+                "select jsonb_agg(to_jsonb(t)) from emem.records_with_all_tags(array['invoice']) t"
+            ).fetchone()[0],
+        ]
 
     before = answers()
     for relation in relations(db, "rv"):
         name = relation.split(".")[1]
         conn.execute(f"create temporary table {name} as select * from emem.record_summaries limit 0")
-        conn.execute(f"insert into pg_temp.{name} (record_id, kind, lane, content, tags, authority, occurred_at,"
-                     " created_at, metadata) values (1, 'note', 'salesvault', 'SHADOW invoice', array['invoice'],"
-                     " 1, now(), now(), '{}')")
+        conn.execute(
+            f"insert into pg_temp.{name} (record_id, kind, lane, content, tags, authority, occurred_at,"
+            " created_at, metadata) values (1, 'note', 'salesvault', 'SHADOW invoice', array['invoice'],"
+            " 1, now(), now(), '{}')"
+        )
     conn.execute("set search_path = pg_temp, public, emem")
     assert answers() == before
     probed("sales", "temporary relations", vault)
 
 
 # ---- error messages and writes --------------------------------------------------------------------
+
 
 def diagnostics(conn: psycopg.Connection, statement: str, args: tuple = (), named: object = None) -> tuple:
     """An error's SQLSTATE, message, detail and hint; `named` (an id, a lane) replaced by a placeholder."""
@@ -345,8 +449,9 @@ def diagnostics(conn: psycopg.Connection, statement: str, args: tuple = (), name
     return caught.value.sqlstate, *fields
 
 
-def test_another_lanes_record_is_an_unknown_record(vault: Vault, sessions: dict[str, psycopg.Connection],
-                                                   db: psycopg.Connection) -> None:
+def test_another_lanes_record_is_an_unknown_record(
+    vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection
+) -> None:
     """Every write that names a record of a lane the role cannot read fails exactly as it fails for
     an id no record has: same SQLSTATE, same message (but the id), same hint; nothing written."""
     before = snapshot(db)
@@ -381,51 +486,75 @@ def test_another_lanes_record_is_an_unknown_record(vault: Vault, sessions: dict[
     assert snapshot(db) == before
 
 
-def test_direct_writes_cannot_reach_another_lane(vault: Vault, sessions: dict[str, psycopg.Connection],
-                                                 db: psycopg.Connection) -> None:
+def test_direct_writes_cannot_reach_another_lane(
+    vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection
+) -> None:
     before = snapshot(db)
     missing = db.execute("select max(record_id) + 1000 from emem.records").fetchone()[0]
     for who, conn in sessions.items():
         theirs = [i for lane in vault.unreadable(who) for i in vault.ids[lane]]
-        for table, column in (("records", "record_id"), ("record_tags", "record_id"), ("record_vectors", "record_id"),
-                              ("window_members", "record_id"), ("edges", "from_record_id"),
-                              ("edges", "to_record_id")):
-            assert conn.execute(f"update emem.{table} set {column} = {column} where {column} = any(%s)",
-                                (theirs,)).rowcount == 0
+        for table, column in (
+            ("records", "record_id"),
+            ("record_tags", "record_id"),
+            ("record_vectors", "record_id"),
+            ("window_members", "record_id"),
+            ("edges", "from_record_id"),
+            ("edges", "to_record_id"),
+        ):
+            assert (
+                conn.execute(
+                    f"update emem.{table} set {column} = {column} where {column} = any(%s)", (theirs,)
+                ).rowcount
+                == 0
+            )
             assert conn.execute(f"delete from emem.{table} where {column} = any(%s)", (theirs,)).rowcount == 0
             probed(who, f"update and delete {table}", vault)
         inserts = {
             "record_tags": "insert into emem.record_tags (record_id, tag) values ({id}, 'x')",
             "record_vectors": "insert into emem.record_vectors (space_id, record_id, embedding)"
-                              " select space_id, {id}, '[1,2,3]' from emem.embedding_spaces",
+            " select space_id, {id}, '[1,2,3]' from emem.embedding_spaces",
             "edges": "insert into emem.edges (from_record_id, to_record_id, relation) values ({id}, {id}, 'r')",
             "window_members": "insert into emem.window_members (window_id, record_id)"
-                              " select window_id, {id} from emem.windows limit 1",
+            " select window_id, {id} from emem.windows limit 1",
         }
         for table, template in inserts.items():
             if table == "window_members" and who == "none":
                 continue  # no window to name: nothing to compare
             for victim in theirs[:2]:
                 assert diagnostics(conn, template.format(id=victim), named=victim) == diagnostics(
-                    conn, template.format(id=missing), named=missing), f"insert into {table} tells {who} more"
+                    conn, template.format(id=missing), named=missing
+                ), f"insert into {table} tells {who} more"
                 probed(who, f"insert into {table}", vault)
     assert snapshot(db) == before
 
 
 def test_a_role_writes_into_its_own_lanes_with_tags_vectors_edges_and_windows(
-        vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection) -> None:
+    vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection
+) -> None:
     """The other side of the lanes: every write path works for a role inside the lanes it reads."""
     conn, outcomes = sessions["sales"], {}
-    plain = [conn.execute("select emem.put_record(%s, %s, %s, thread_id => %s, thread_position => %s)",
-                          (kind, f"own {i}", lane, thread, position)).fetchone()[0]
-             for i, (kind, lane, thread, position) in enumerate([("note", "salesvault", None, None),
-                                                                 ("conversation", "commons", "own-thread", 0),
-                                                                 ("conversation", "commons", "own-thread", 1)])]
+    plain = [
+        conn.execute(
+            "select emem.put_record(%s, %s, %s, thread_id => %s, thread_position => %s)",
+            (kind, f"own {i}", lane, thread, position),
+        ).fetchone()[0]
+        for i, (kind, lane, thread, position) in enumerate(
+            [
+                ("note", "salesvault", None, None),
+                ("conversation", "commons", "own-thread", 0),
+                ("conversation", "commons", "own-thread", 1),
+            ]
+        )
+    ]
     writes = {
-        "put_records with tags": ("select emem.put_records(%s)", (json.dumps(
-            [{"kind": "note", "content": "tagged", "lane": "salesvault", "tags": ["mine"]}]),)),
-        "put_records with a vector": ("select emem.put_records(%s)", (json.dumps(
-            [{"kind": "note", "content": "embedded", "lane": "commons", "vector": [1, 0, 0]}]),)),
+        "put_records with tags": (
+            "select emem.put_records(%s)",
+            (json.dumps([{"kind": "note", "content": "tagged", "lane": "salesvault", "tags": ["mine"]}]),),
+        ),
+        "put_records with a vector": (
+            "select emem.put_records(%s)",
+            (json.dumps([{"kind": "note", "content": "embedded", "lane": "commons", "vector": [1, 0, 0]}]),),
+        ),
         "put_record with tags": ("select emem.put_record('note', 'tagged', 'salesvault', array['mine'])", ()),
         "tag_record": ("select emem.tag_record(%s, array['mine'])", (plain[0],)),
         "untag_record": ("select emem.untag_record(%s, array['mine'])", (plain[0],)),
@@ -442,17 +571,26 @@ def test_a_role_writes_into_its_own_lanes_with_tags_vectors_edges_and_windows(
     assert outcomes == dict.fromkeys(writes, "ok")
 
 
-def test_keys_used_in_another_lane_are_invisible_to_a_writer(vault: Vault,
-                                                             sessions: dict[str, psycopg.Connection]) -> None:
+def test_keys_used_in_another_lane_are_invisible_to_a_writer(
+    vault: Vault, sessions: dict[str, psycopg.Connection]
+) -> None:
     """A source_key or a conversation position taken in a lane the role cannot read behaves as if it
     were free: the write succeeds in the role's own lane (no error naming a constraint, which would
     tell the role that another lane holds that key, and let one lane block another's keys)."""
     conn, hr = sessions["sales"], vault.secrets["hrvault"]
     attempts = {
-        "source_key": json.dumps([{"kind": "note", "content": "mine", "lane": "salesvault",
-                                   "source_key": f"src{hr}"}]),
-        "thread position": json.dumps([{"kind": "conversation", "content": "mine", "lane": "salesvault",
-                                        "thread_id": f"thread{hr}", "thread_position": 0}]),
+        "source_key": json.dumps([{"kind": "note", "content": "mine", "lane": "salesvault", "source_key": f"src{hr}"}]),
+        "thread position": json.dumps(
+            [
+                {
+                    "kind": "conversation",
+                    "content": "mine",
+                    "lane": "salesvault",
+                    "thread_id": f"thread{hr}",
+                    "thread_position": 0,
+                }
+            ]
+        ),
     }
     outcomes = {}
     for key, items in attempts.items():
@@ -467,13 +605,25 @@ def test_keys_used_in_another_lane_are_invisible_to_a_writer(vault: Vault,
 
 # ---- settings, roles, SECURITY DEFINER -------------------------------------------------------------
 
+
 def emem_settings() -> list[str]:
     """The settings of the template in control/, and names a caller might hope the extension reads."""
     template = (ROOT / "control" / "emem.conf").read_text()
     names = re.findall(r"^\s*(emem\.[a-z_]+)\s*=", template, flags=re.MULTILINE)
     assert names, "no emem.* setting found in control/emem.conf"
-    return [*names, "emem.profile", "emem.agent_profile", "emem.lanes", "emem.lane", "emem.role", "emem.caller",
-            "emem.readable_lanes", "emem.reads_all", "emem.bypass", "emem.anything"]
+    return [
+        *names,
+        "emem.profile",
+        "emem.agent_profile",
+        "emem.lanes",
+        "emem.lane",
+        "emem.role",
+        "emem.caller",
+        "emem.readable_lanes",
+        "emem.reads_all",
+        "emem.bypass",
+        "emem.anything",
+    ]
 
 
 def lane_probe(conn: psycopg.Connection, who: str, vault: Vault, path: str) -> None:
@@ -492,10 +642,10 @@ def lane_probe(conn: psycopg.Connection, who: str, vault: Vault, path: str) -> N
     probed(who, path, vault)
 
 
-def test_no_setting_widens_what_a_role_reads(vault: Vault, sessions: dict[str, psycopg.Connection],
-                                              dsn: Callable[..., str]) -> None:
-    values = [*PROFILE.values(), *LANES, ",".join(LANES), "*", "all", "on", "true", "postgres",
-              *vault.roles.values()]
+def test_no_setting_widens_what_a_role_reads(
+    vault: Vault, sessions: dict[str, psycopg.Connection], dsn: Callable[..., str]
+) -> None:
+    values = [*PROFILE.values(), *LANES, ",".join(LANES), "*", "all", "on", "true", "postgres", *vault.roles.values()]
     for who, conn in sessions.items():
         for setting in emem_settings():
             for value in values:
@@ -508,15 +658,19 @@ def test_no_setting_widens_what_a_role_reads(vault: Vault, sessions: dict[str, p
             lane_probe(other, who, vault, "connection options")
         for setting in emem_settings():
             with contextlib.suppress(errors.InsufficientPrivilege):  # refused: nothing to claim
-                conn.execute(sql.SQL("alter role current_user set {} = 'hrvault_agent'").format(
-                    sql.Identifier(*setting.split("."))))
+                conn.execute(
+                    sql.SQL("alter role current_user set {} = 'hrvault_agent'").format(
+                        sql.Identifier(*setting.split("."))
+                    )
+                )
         with psycopg.connect(dsn(vault.roles[who]), autocommit=True) as other:
             lane_probe(other, who, vault, "alter role set")
         conn.execute("alter role current_user reset all")
 
 
-def test_a_role_cannot_become_another(vault: Vault, sessions: dict[str, psycopg.Connection],
-                                      db: psycopg.Connection) -> None:
+def test_a_role_cannot_become_another(
+    vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection
+) -> None:
     owner = db.execute("select extowner::regrole::text from pg_extension where extname = 'emem'").fetchone()[0]
     for who, conn in sessions.items():
         for target in [*(name for other, name in vault.roles.items() if other != who), owner, "pg_read_all_data"]:
@@ -538,11 +692,13 @@ def security_definer_functions(db: psycopg.Connection) -> list[tuple[str, str, l
     return db.execute(
         "select p.oid::regprocedure::text, p.proname, array(select format_type(t, null)"
         " from unnest(p.proargtypes) as t), p.proconfig, format_type(p.prorettype, null) from pg_proc p"
-        " where p.pronamespace = 'emem'::regnamespace and p.prosecdef order by 1").fetchall()
+        " where p.pronamespace = 'emem'::regnamespace and p.prosecdef order by 1"
+    ).fetchall()
 
 
 def test_security_definer_functions_act_only_for_a_role_the_session_could_become(
-        vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection) -> None:
+    vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection
+) -> None:
     owner = db.execute("select extowner::regrole::text from pg_extension where extname = 'emem'").fetchone()[0]
     definers = security_definer_functions(db)
     assert definers, "no SECURITY DEFINER function in schema emem: update this test"
@@ -554,14 +710,24 @@ def test_security_definer_functions_act_only_for_a_role_the_session_could_become
                     conn.execute(sql.SQL("select emem.{}()").format(sql.Identifier(name)))
             continue
         assert types and types[0] == "name", (
-            f"{signature} is SECURITY DEFINER without a role as its first argument: add a probe for it here")
+            f"{signature} is SECURITY DEFINER without a role as its first argument: add a probe for it here"
+        )
         assert set(types[1:]) <= set(sample), f"{signature}: add sample values for {set(types[1:]) - set(sample)}"
         call = sql.SQL("select emem.{}({})").format(
-            sql.Identifier(name), sql.SQL(", ").join([sql.Placeholder()] * len(types)))
+            sql.Identifier(name), sql.SQL(", ").join([sql.Placeholder()] * len(types))
+        )
         for who, conn in sessions.items():
             targets = [n for other, n in vault.roles.items() if other != who]
-            for target in [*targets, owner, "pg_read_all_data", "pg_database_owner", "public", "", "no_such_role",
-                           None]:
+            for target in [
+                *targets,
+                owner,
+                "pg_read_all_data",
+                "pg_database_owner",
+                "public",
+                "",
+                "no_such_role",
+                None,
+            ]:
                 with pytest.raises(errors.InsufficientPrivilege, match="cannot act as role") as caught:
                     conn.execute(call, (target, *(sample[t] for t in types[1:])))
                 # The message names the role the caller named itself, and nothing else.
@@ -587,7 +753,8 @@ def test_every_other_function_pins_its_search_path(db: psycopg.Connection) -> No
     loose = db.execute(
         "select p.oid::regprocedure::text, l.lanname, p.prosecdef from pg_proc p join pg_language l"
         " on l.oid = p.prolang where p.pronamespace = 'emem'::regnamespace and p.prokind <> 'a'"
-        " and not coalesce('search_path=pg_catalog, pg_temp' = any(p.proconfig), false) order by 1").fetchall()
+        " and not coalesce('search_path=pg_catalog, pg_temp' = any(p.proconfig), false) order by 1"
+    ).fetchall()
     assert [f for f in loose if f[0] not in INLINED_FUNCTIONS] == []
     assert all(language == "sql" and not definer for _, language, definer in loose)
 
@@ -615,7 +782,9 @@ def test_pgspot_finds_nothing_in_the_install_script() -> None:
     script = built_install_script()
     ignored = [arg for lang in PGSPOT_IGNORED_LANGUAGES for arg in ("--ignore-lang", lang)]
     ignored += [arg for function in INLINED_FUNCTIONS.values() for arg in ("--proc-without-search-path", function)]
-    result = subprocess.run([sys.executable, "-m", "pgspot", *ignored, str(script)],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "pgspot", *ignored, str(script)], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0 and "Errors: 0 Warnings: 0 Unknown: 0" in result.stdout, (
-        f"pgspot on {script.name}:\n{result.stdout}{result.stderr}")
+        f"pgspot on {script.name}:\n{result.stdout}{result.stderr}"
+    )

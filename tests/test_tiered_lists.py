@@ -23,8 +23,11 @@ def unit(values: list[float]) -> list[float]:
 
 
 def tags_of(i: int) -> list[str]:
-    return ([t for t, on in (("project", i % 5), ("meeting", i % 4)) if on]
-            + (["project apollo"] if i % 97 == 0 else []) + (["apollo"] if i % 131 == 0 else []))
+    return (
+        [t for t, on in (("project", i % 5), ("meeting", i % 4)) if on]
+        + (["project apollo"] if i % 97 == 0 else [])
+        + (["apollo"] if i % 131 == 0 else [])
+    )
 
 
 @pytest.fixture
@@ -34,34 +37,60 @@ def tiers(db: psycopg.Connection) -> psycopg.Connection:
     rng = random.Random(11)
     db.execute("select emem.create_lane('l')")
     db.execute("select emem.create_embedding_space('m', 4, null, true)")
-    items = [{"kind": "note", "lane": "l", "tags": tags_of(i),
-              "content": " ".join(["note", str(i)] + (["Q3"] if i % 3 else []) + (["Kowalski"] if i % 50 == 0 else [])
-                                  + (["INV-7"] if i % 333 == 0 else [])),
-              **({"vector": unit([rng.uniform(-1, 1) for _ in range(4)])} if i % 10 != 3 else {})}
-             for i in range(RECORDS)]
+    items = [
+        {
+            "kind": "note",
+            "lane": "l",
+            "tags": tags_of(i),
+            "content": " ".join(
+                ["note", str(i)]
+                + (["Q3"] if i % 3 else [])
+                + (["Kowalski"] if i % 50 == 0 else [])
+                + (["INV-7"] if i % 333 == 0 else [])
+            ),
+            **({"vector": unit([rng.uniform(-1, 1) for _ in range(4)])} if i % 10 != 3 else {}),
+        }
+        for i in range(RECORDS)
+    ]
     ids = []
     for start in range(0, len(items), 1000):
-        ids += [r[0] for r in db.execute("select record_id from emem.put_records(%s)",
-                                         (json.dumps(items[start:start + 1000]),))]
+        ids += [
+            r[0]
+            for r in db.execute(
+                "select record_id from emem.put_records(%s)", (json.dumps(items[start : start + 1000]),)
+            )
+        ]
     for n in range(0, 40, 4):
-        db.execute("select emem.link_records(%s, %s, 'paid', '{\"for\": \"project apollo meeting\"}')",
-                   (ids[n * 7 + 1], ids[n * 11 + 2]))
+        db.execute(
+            "select emem.link_records(%s, %s, 'paid', '{\"for\": \"project apollo meeting\"}')",
+            (ids[n * 7 + 1], ids[n * 11 + 2]),
+        )
     return db
 
 
 def whole_reading(db: psycopg.Connection) -> None:
     """This backend reads every scored list whole from now on."""
-    db.execute("do $$ import emem_db.lookups as lookups; lookups.MAX_BROAD_PARTS = 0; lookups.LAZY_DISTANCES = False $$"
-               " language plpython3u")
+    db.execute(
+        "do $$ import emem_db.lookups as lookups; lookups.MAX_BROAD_PARTS = 0; lookups.LAZY_DISTANCES = False $$"
+        " language plpython3u"
+    )
 
 
 def answers(db: psycopg.Connection, profile: str, question: str, vector: str | None) -> dict:
     db.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
-    pages = [db.execute("select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)",
-                        (question, vector, page, size)).fetchone()[0] for page, size in ((1, 30), (2, 30), (1, 1000))]
+    pages = [
+        db.execute(
+            "select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)", (question, vector, page, size)
+        ).fetchone()[0]
+        for page, size in ((1, 30), (2, 30), (1, 1000))
+    ]
     if pages[2]["total_pages"] > 1:
-        pages += [db.execute("select emem.e_gather_find_envelope(%s, %s::vector, %s, 1000)",
-                             (question, vector, page)).fetchone()[0] for page in range(2, pages[2]["total_pages"] + 1)]
+        pages += [
+            db.execute(
+                "select emem.e_gather_find_envelope(%s, %s::vector, %s, 1000)", (question, vector, page)
+            ).fetchone()[0]
+            for page in range(2, pages[2]["total_pages"] + 1)
+        ]
     explained = db.execute("select emem.e_gather_explain(%s, %s::vector, 1, 30)", (question, vector)).fetchone()[0]
     return {
         "pages": [[(r["record_id"], r["placed_by"], r["found_by"]) for r in p["rows"]] for p in pages],
@@ -82,8 +111,9 @@ CASES = [
 
 @pytest.mark.parametrize("vector", [VECTOR, None], ids=["vector", "degraded"])
 @pytest.mark.parametrize(("profile", "question"), CASES, ids=[f"{p.split(',')[0]}-{q[:12]}" for p, q in CASES])
-def test_tiered_reading_gives_the_whole_reading(tiers: psycopg.Connection, profile: str, question: str,
-                                                vector: str | None) -> None:
+def test_tiered_reading_gives_the_whole_reading(
+    tiers: psycopg.Connection, profile: str, question: str, vector: str | None
+) -> None:
     tiered = answers(tiers, profile, question, vector)
     whole_reading(tiers)
     whole = answers(tiers, profile, question, vector)
@@ -98,31 +128,53 @@ def test_the_corpus_has_broad_and_narrow_parts(tiers: psycopg.Connection) -> Non
     counts = dict(tiers.execute("select tag, record_count from emem.tag_vocabulary").fetchall())
     assert counts["project"] > EXACT_CANDIDATES and counts["meeting"] > EXACT_CANDIDATES
     assert counts["project apollo"] <= EXACT_CANDIDATES and counts["apollo"] <= EXACT_CANDIDATES
-    q3 = tiers.execute("select count(*) from emem.records"
-                       " where content_search @@ phraseto_tsquery('emem.exact', 'Q3')").fetchone()[0]
+    q3 = tiers.execute(
+        "select count(*) from emem.records where content_search @@ phraseto_tsquery('emem.exact', 'Q3')"
+    ).fetchone()[0]
     assert q3 > EXACT_CANDIDATES
 
 
 def test_tags_by_terms_puts_the_record_matching_most_terms_first(tiers: psycopg.Connection) -> None:
     tiers.execute("set emem.pipeline_profile = 'tags_by_terms'")
-    rows = tiers.execute("select emem.e_gather_find_envelope('project apollo meeting', %s::vector, 1, 200)",
-                         (VECTOR,)).fetchone()[0]["rows"]
-    linked = {r[0] for r in tiers.execute("select from_record_id from emem.edges union select to_record_id"
-                                          " from emem.edges")}  # the edges' property names all three words
-    covered = [3 if row["record_id"] in linked else
-               len({word for tag in row["tags"] if tag in ("project", "meeting", "project apollo", "apollo")
-                    for word in tag.split()}) for row in rows]
+    rows = tiers.execute(
+        "select emem.e_gather_find_envelope('project apollo meeting', %s::vector, 1, 200)", (VECTOR,)
+    ).fetchone()[0]["rows"]
+    linked = {
+        r[0] for r in tiers.execute("select from_record_id from emem.edges union select to_record_id from emem.edges")
+    }  # the edges' property names all three words
+    covered = [
+        3
+        if row["record_id"] in linked
+        else len(
+            {
+                word
+                for tag in row["tags"]
+                if tag in ("project", "meeting", "project apollo", "apollo")
+                for word in tag.split()
+            }
+        )
+        for row in rows
+    ]
     assert covered == sorted(covered, reverse=True) and covered[0] == 3 and covered[-1] >= 1
-    both_broad = [row for row, n in zip(rows, covered, strict=True)
-                  if n == 2 and {"project", "meeting"} <= set(row["tags"]) and "apollo" not in row["tags"]]
+    both_broad = [
+        row
+        for row, n in zip(rows, covered, strict=True)
+        if n == 2 and {"project", "meeting"} <= set(row["tags"]) and "apollo" not in row["tags"]
+    ]
     distances = [row["distance"] for row in both_broad]
     assert both_broad and distances == sorted(distances)
 
 
 def test_degraded_full_text_is_by_terms_matched_then_record_id(tiers: psycopg.Connection) -> None:
     tiers.execute("set emem.pipeline_profile = 'fulltext'")
-    rows = [row for page in (1, 2, 3) for row in tiers.execute(
-        "select emem.e_gather_find_envelope('Kowalski INV-7 Q3', null, %s, 1000)", (page,)).fetchone()[0]["rows"]]
-    keys = [(-sum(term in row["content"].split() for term in ("Kowalski", "INV-7", "Q3")), row["record_id"])
-            for row in rows]
+    rows = [
+        row
+        for page in (1, 2, 3)
+        for row in tiers.execute(
+            "select emem.e_gather_find_envelope('Kowalski INV-7 Q3', null, %s, 1000)", (page,)
+        ).fetchone()[0]["rows"]
+    ]
+    keys = [
+        (-sum(term in row["content"].split() for term in ("Kowalski", "INV-7", "Q3")), row["record_id"]) for row in rows
+    ]
     assert keys == sorted(keys) and keys[0][0] == -2 and len(rows) > EXACT_CANDIDATES

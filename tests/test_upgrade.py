@@ -32,8 +32,9 @@ pytest_plugins = ["figures"]
 ROOT = Path(__file__).resolve().parent.parent
 SQL = ROOT / "sql"
 RELEASES = SQL / "releases"
-CURRENT = re.search(r"^default_version\s*=\s*'([^']+)'", (ROOT / "emem.control").read_text(),
-                    flags=re.MULTILINE).group(1)
+CURRENT = re.search(r"^default_version\s*=\s*'([^']+)'", (ROOT / "emem.control").read_text(), flags=re.MULTILINE).group(
+    1
+)
 
 
 def version_key(version: str) -> tuple:
@@ -57,9 +58,11 @@ def missing(what: str) -> list:
 
 UPGRADES = [pytest.param(ab, id=f"{ab[0]}->{ab[1]}") for ab in upgrade_scripts()] or missing(
     f"no upgrade script sql/emem--A--B.sql yet: {CURRENT} is the only release. When a release ships, copy its "
-    f"install script to {RELEASES.relative_to(ROOT)}/ and add sql/emem--<it>--<next>.sql with the next version")
+    f"install script to {RELEASES.relative_to(ROOT)}/ and add sql/emem--<it>--<next>.sql with the next version"
+)
 OLD_RELEASES = [pytest.param(v, id=v) for v in frozen_releases() if v != CURRENT] or missing(
-    f"no frozen release before {CURRENT} in {RELEASES.relative_to(ROOT)}/")
+    f"no frozen release before {CURRENT} in {RELEASES.relative_to(ROOT)}/"
+)
 
 
 # ---- the catalog, as the extension defines it -------------------------------------------------------
@@ -158,6 +161,7 @@ def describe(differences: dict[str, list[str]]) -> str:
 
 # ---- databases and releases -----------------------------------------------------------------------------
 
+
 @contextmanager
 def scratch_database(db: psycopg.Connection, purpose: str) -> Iterator[psycopg.Connection]:
     """A new empty database (without emem) on the test server, dropped afterwards."""
@@ -184,12 +188,15 @@ def installable(db: psycopg.Connection, version: str) -> Iterator[None]:
     if version in available:
         assert target.read_text() == frozen.read_text(), (
             f"the server's {target} is not release {version} as shipped ({frozen.relative_to(ROOT)}): "
-            "a stale install from an older checkout; remove it or copy the frozen script over it")
+            "a stale install from an older checkout; remove it or copy the frozen script over it"
+        )
         yield
         return
     if not os.access(target.parent, os.W_OK):
-        pytest.skip(f"release {version} is not installed and {target.parent} is not writable: "
-                    f"install {frozen.relative_to(ROOT)} there")
+        pytest.skip(
+            f"release {version} is not installed and {target.parent} is not writable: "
+            f"install {frozen.relative_to(ROOT)} there"
+        )
     shutil.copyfile(frozen, target)
     try:
         yield
@@ -202,7 +209,8 @@ def check_installed_upgrade_script(db: psycopg.Connection, old: str, new: str) -
     installed = sharedir / "extension" / f"emem--{old}--{new}.sql"
     source = SQL / installed.name
     assert installed.exists() and installed.read_text() == source.read_text(), (
-        f"the server's {installed} is missing or differs from {source.relative_to(ROOT)}: run make install")
+        f"the server's {installed} is missing or differs from {source.relative_to(ROOT)}: run make install"
+    )
 
 
 def emulate_modules_of(conn: psycopg.Connection, version: str) -> None:
@@ -215,11 +223,29 @@ def fill(conn: psycopg.Connection) -> None:
     conn.execute("select emem.create_lane('sales'), emem.create_lane('hr')")
     conn.execute("select emem.create_agent_profile('clerk', array['sales'])")
     conn.execute("select emem.create_embedding_space('m', 3, 'fp', true)")
-    items = [{"kind": "note", "content": f"INV-2031 apollo note {i}", "lane": "sales" if i % 2 else "hr",
-              "tags": ["apollo", f"t{i}"], "vector": [1, i, 0], "source_key": f"note-{i}",
-              "metadata": {"i": i}} for i in range(6)]
-    items += [{"kind": "conversation", "content": f"turn {i}", "lane": "sales", "thread_id": "c",
-               "thread_position": i, "vector": [0, 1, i]} for i in range(3)]
+    items = [
+        {
+            "kind": "note",
+            "content": f"INV-2031 apollo note {i}",
+            "lane": "sales" if i % 2 else "hr",
+            "tags": ["apollo", f"t{i}"],
+            "vector": [1, i, 0],
+            "source_key": f"note-{i}",
+            "metadata": {"i": i},
+        }
+        for i in range(6)
+    ]
+    items += [
+        {
+            "kind": "conversation",
+            "content": f"turn {i}",
+            "lane": "sales",
+            "thread_id": "c",
+            "thread_position": i,
+            "vector": [0, 1, i],
+        }
+        for i in range(3)
+    ]
     ids = [r[0] for r in conn.execute("select record_id from emem.put_records(%s::jsonb)", (json.dumps(items),))]
     conn.execute("select emem.put_window(%s, '[1,1,1]')", (ids[6:9],))
     conn.execute("select emem.link_records(%s, %s, 'billed', '{\"invoice\": \"INV-9\"}')", (ids[0], ids[1]))
@@ -227,11 +253,16 @@ def fill(conn: psycopg.Connection) -> None:
 
 def user_rows(conn: psycopg.Connection, tables: list[str]) -> dict[str, list]:
     """Every row of the tables that hold user data, with the columns they have now."""
-    return {t: conn.execute(f"select coalesce(jsonb_agg(to_jsonb(x) order by to_jsonb(x)::text), '[]')"
-                            f" from {t} as x").fetchone()[0] for t in tables}
+    return {
+        t: conn.execute(
+            f"select coalesce(jsonb_agg(to_jsonb(x) order by to_jsonb(x)::text), '[]') from {t} as x"
+        ).fetchone()[0]
+        for t in tables
+    }
 
 
 # ---- the machinery checks itself -------------------------------------------------------------------------
+
 
 def test_catalog_of_two_fresh_installs_is_the_same(db: psycopg.Connection) -> None:
     with scratch_database(db, "fresh") as fresh:
@@ -242,11 +273,17 @@ def test_catalog_of_two_fresh_installs_is_the_same(db: psycopg.Connection) -> No
 
 
 CHANGES = [
-    ("functions", "create or replace function emem.normal_tag(tag text) returns text language sql immutable strict"
-                  " set search_path = pg_catalog, pg_temp as $$ select pg_catalog.lower(tag) $$"),
+    (
+        "functions",
+        "create or replace function emem.normal_tag(tag text) returns text language sql immutable strict"
+        " set search_path = pg_catalog, pg_temp as $$ select pg_catalog.lower(tag) $$",
+    ),
     ("functions", "alter function emem.readable_lanes() reset search_path"),
-    ("functions", "revoke execute on function emem.e_timeline(timestamptz, timestamptz, integer, integer, text[],"
-                  " text[]) from public"),
+    (
+        "functions",
+        "revoke execute on function emem.e_timeline(timestamptz, timestamptz, integer, integer, text[],"
+        " text[]) from public",
+    ),
     ("columns", "alter table emem.lanes add column note text"),
     ("columns", "alter table emem.records alter column authority set default 0.7"),
     ("indexes", "create index lanes_by_time on emem.lanes (created_at)"),
@@ -268,12 +305,16 @@ def test_catalog_comparison_notices_a_change(db: psycopg.Connection, category: s
     before = catalog(db)
     if category == "extension":
         # pg_extension_config_dump only runs inside an extension script: change the row directly.
-        db.execute("update pg_extension set extcondition = array_replace(extcondition, '', 'where false')"
-                   " where extname = 'emem'")
+        db.execute(
+            "update pg_extension set extcondition = array_replace(extcondition, '', 'where false')"
+            " where extname = 'emem'"
+        )
     elif category == "views":
         definition = db.execute("select pg_get_viewdef('emem.record_summaries')").fetchone()[0].rstrip().rstrip(";")
-        db.execute(f"create or replace view emem.record_summaries with (security_invoker = true) as {definition}"
-                   " where r.record_id > 0")
+        db.execute(
+            f"create or replace view emem.record_summaries with (security_invoker = true) as {definition}"
+            " where r.record_id > 0"
+        )
     else:
         db.execute(change)
     differences = catalog_differences(before, catalog(db))
@@ -282,18 +323,24 @@ def test_catalog_comparison_notices_a_change(db: psycopg.Connection, category: s
 
 # ---- the upgrades -----------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("path", UPGRADES)
 def test_update_gives_the_catalog_of_a_fresh_install(db: psycopg.Connection, path: tuple[str, str]) -> None:
     old, new = path
     check_installed_upgrade_script(db, old, new)
-    with installable(db, old), installable(db, new), scratch_database(db, "updated") as updated, \
-            scratch_database(db, "fresh") as fresh:
+    with (
+        installable(db, old),
+        installable(db, new),
+        scratch_database(db, "updated") as updated,
+        scratch_database(db, "fresh") as fresh,
+    ):
         updated.execute(sql.SQL("create extension emem version {} cascade").format(old))
         updated.execute(sql.SQL("alter extension emem update to {}").format(new))
         fresh.execute(sql.SQL("create extension emem version {} cascade").format(new))
         differences = catalog_differences(catalog(fresh), catalog(updated))
     assert not differences, f"{old} updated to {new} differs from a fresh {new} (- fresh, + updated):\n" + describe(
-        differences)
+        differences
+    )
 
 
 @pytest.mark.parametrize("path", UPGRADES)
@@ -304,24 +351,35 @@ def test_user_data_survives_the_update(db: psycopg.Connection, path: tuple[str, 
         conn.execute(sql.SQL("create extension emem version {} cascade").format(old))
         emulate_modules_of(conn, old)
         fill(conn)
-        tables = [r[0] for r in conn.execute(
-            "select c::regclass::text from pg_extension e, unnest(e.extconfig) as c"
-            " where e.extname = 'emem' and (select relkind from pg_class where oid = c) = 'r' order by 1")]
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "select c::regclass::text from pg_extension e, unnest(e.extconfig) as c"
+                " where e.extname = 'emem' and (select relkind from pg_class where oid = c) = 'r' order by 1"
+            )
+        ]
         before = user_rows(conn, tables)
-        found_before = {r["record_id"] for r in conn.execute(
-            "select emem.e_gather_find_envelope('apollo', null, 1, 100)").fetchone()[0]["rows"]}
+        found_before = {
+            r["record_id"]
+            for r in conn.execute("select emem.e_gather_find_envelope('apollo', null, 1, 100)").fetchone()[0]["rows"]
+        }
         conn.execute(sql.SQL("alter extension emem update to {}").format(new))
         info = conn.info
-        with psycopg.connect(host=info.host, port=info.port, user=info.user, dbname=info.dbname,
-                             autocommit=True) as after:  # a new session loads the modules of the new version
+        with psycopg.connect(
+            host=info.host, port=info.port, user=info.user, dbname=info.dbname, autocommit=True
+        ) as after:  # a new session loads the modules of the new version
             columns_before = {t: set(rows[0]) if rows else set() for t, rows in before.items()}
             rows_after = user_rows(after, tables)
             for table, rows in rows_after.items():
                 kept = [{k: v for k, v in row.items() if k in columns_before[table]} for row in rows]
                 assert sorted(map(repr, kept)) == sorted(map(repr, before[table])), f"{table} changed in the update"
                 figures.add("records checked", len(rows), detail=f"update {old}->{new}")
-            found_after = {r["record_id"] for r in after.execute(
-                "select emem.e_gather_find_envelope('apollo', null, 1, 100)").fetchone()[0]["rows"]}
+            found_after = {
+                r["record_id"]
+                for r in after.execute("select emem.e_gather_find_envelope('apollo', null, 1, 100)").fetchone()[0][
+                    "rows"
+                ]
+            }
             assert found_after == found_before
             after.execute("select emem.put_record('note', 'written after the update', 'sales', array['apollo'])")
 

@@ -53,8 +53,11 @@ def test_embedding_space_gets_hnsw_indexes_and_one_is_active(db: psycopg.Connect
     assert db.execute("select space_id from emem.embedding_spaces where is_active").fetchall() == [(second,)]
     indexes = {row[0] for row in db.execute("select indexdef from pg_indexes where schemaname = 'emem'")}
     for space_id, dimension in ((first, 3), (second, 5)):
-        assert any(f"hnsw (((embedding)::vector({dimension})) vector_cosine_ops) WHERE (space_id = {space_id})"
-                   in d and "record_vectors" in d for d in indexes)
+        assert any(
+            f"hnsw (((embedding)::vector({dimension})) vector_cosine_ops) WHERE (space_id = {space_id})" in d
+            and "record_vectors" in d
+            for d in indexes
+        )
         assert any(f"WHERE (space_id = {space_id})" in d and "windows" in d for d in indexes)
     with pytest.raises(errors.InvalidParameterValue, match="dimension 0 is out of range"):
         db.execute("select emem.create_embedding_space('m3', 0)")
@@ -67,26 +70,32 @@ def test_put_record_returns_its_id_with_tags(db: psycopg.Connection, space: int)
         "select emem.put_record('note', 'Kowalski billed INV-2031', 'sales', array['Invoice', ' Project  Apollo '])"
     ).fetchone()[0]
     assert db.execute("select tags from emem.record_summaries where record_id = %s", (record_id,)).fetchone()[0] == [
-        "invoice", "project apollo"]
+        "invoice",
+        "project apollo",
+    ]
 
 
-@pytest.mark.parametrize(("item", "message"), [
-    ({"content": "  "}, "content must be a non-empty text"),
-    ({"kind": "memo"}, "kind must be one of note, conversation, file, entity"),
-    ({"lane": "nowhere"}, "lane 'nowhere' is not a lane this role may write"),
-    ({"kind": "conversation"}, "need a thread_id"),
-    ({"thread_id": "c1"}, "only conversation and file records have a thread_id"),
-    ({"tags": ["ok", " \t"]}, "tags must be an array of texts of 1 to 200 characters"),
-    ({"authority": 2}, "authority must be a number from 0 to 1"),
-    ({"metadata": [1]}, "metadata must be a JSON object"),
-    ({"vector": [1, 2]}, "vector has 2 dimensions but embedding space"),
-    ({"vector": "[1,2,3,4]"}, "vector has 4 dimensions but embedding space"),
-    ({"vector": {"x": 1}}, "vector must be an array of 3 numbers, or pgvector.s text"),
-    ({"vector": [0, 0, 0]}, "zero vector"),
-    ({"colour": "red"}, "has an unknown key"),
-])
-def test_bad_record_is_refused_and_nothing_is_written(db: psycopg.Connection, space: int, item: dict,
-                                                      message: str) -> None:
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ({"content": "  "}, "content must be a non-empty text"),
+        ({"kind": "memo"}, "kind must be one of note, conversation, file, entity"),
+        ({"lane": "nowhere"}, "lane 'nowhere' is not a lane this role may write"),
+        ({"kind": "conversation"}, "need a thread_id"),
+        ({"thread_id": "c1"}, "only conversation and file records have a thread_id"),
+        ({"tags": ["ok", " \t"]}, "tags must be an array of texts of 1 to 200 characters"),
+        ({"authority": 2}, "authority must be a number from 0 to 1"),
+        ({"metadata": [1]}, "metadata must be a JSON object"),
+        ({"vector": [1, 2]}, "vector has 2 dimensions but embedding space"),
+        ({"vector": "[1,2,3,4]"}, "vector has 4 dimensions but embedding space"),
+        ({"vector": {"x": 1}}, "vector must be an array of 3 numbers, or pgvector.s text"),
+        ({"vector": [0, 0, 0]}, "zero vector"),
+        ({"colour": "red"}, "has an unknown key"),
+    ],
+)
+def test_bad_record_is_refused_and_nothing_is_written(
+    db: psycopg.Connection, space: int, item: dict, message: str
+) -> None:
     good = {"kind": "note", "content": "fine", "lane": "sales"}
     with pytest.raises((errors.InvalidParameterValue, errors.InsufficientPrivilege), match=message):
         db.execute("select * from emem.put_records(%s)", (json.dumps([good, {**good, **item}]),))
@@ -94,8 +103,9 @@ def test_bad_record_is_refused_and_nothing_is_written(db: psycopg.Connection, sp
 
 
 def test_bulk_path_is_all_or_nothing_and_names_the_bad_item(db: psycopg.Connection, space: int) -> None:
-    items = [{"kind": "note", "content": f"note {i}", "lane": "sales", "tags": ["t"], "vector": [1, i, 0]}
-             for i in range(5)]
+    items = [
+        {"kind": "note", "content": f"note {i}", "lane": "sales", "tags": ["t"], "vector": [1, i, 0]} for i in range(5)
+    ]
     items[3]["content"] = ""
     with pytest.raises(errors.InvalidParameterValue, match="item 4: content"):
         db.execute("select * from emem.put_records(%s)", (json.dumps(items),))
@@ -108,17 +118,19 @@ def test_bulk_path_is_all_or_nothing_and_names_the_bad_item(db: psycopg.Connecti
 
 def test_same_source_key_is_written_once(db: psycopg.Connection, space: int) -> None:
     first = put(db, "chunk", source_key="file:a#1")
-    again = db.execute("select record_id, created from emem.put_records(%s)",
-                       (json.dumps([{"kind": "note", "content": "chunk", "lane": "sales",
-                                     "source_key": "file:a#1"}]),)).fetchone()
+    again = db.execute(
+        "select record_id, created from emem.put_records(%s)",
+        (json.dumps([{"kind": "note", "content": "chunk", "lane": "sales", "source_key": "file:a#1"}]),),
+    ).fetchone()
     assert again == (first, False)
     assert count(db, "records") == 1
 
 
 def test_vector_of_wrong_dimension_names_both(db: psycopg.Connection, space: int) -> None:
     record_id = put(db)
-    with pytest.raises(errors.InvalidParameterValue,
-                       match=r"has 2 dimensions but embedding space \d+ \(test-model\) has 3"):
+    with pytest.raises(
+        errors.InvalidParameterValue, match=r"has 2 dimensions but embedding space \d+ \(test-model\) has 3"
+    ):
         db.execute("select emem.put_record_vector(%s, '[1,2]')", (record_id,))
 
 
@@ -164,8 +176,10 @@ def test_tag_and_untag(db: psycopg.Connection, space: int) -> None:
 
 def test_link_records_keeps_relation_and_property_labels(db: psycopg.Connection, space: int) -> None:
     kowalski, apollo = put(db, "Kowalski"), put(db, "Apollo migration")
-    db.execute("select emem.link_records(%s, %s, 'billed', %s)",
-               (kowalski, apollo, json.dumps({"invoice": "INV-2031", "amount": {"value": 1200, "unit": "EUR"}})))
+    db.execute(
+        "select emem.link_records(%s, %s, 'billed', %s)",
+        (kowalski, apollo, json.dumps({"invoice": "INV-2031", "amount": {"value": 1200, "unit": "EUR"}})),
+    )
     labels = {row[0]: row[1] for row in db.execute("select label, label_terms from emem.edge_labels")}
     assert labels == {"billed": ["bill"], "INV-2031": ["inv-2031"], "1200": ["1200"], "EUR": ["eur"]}
     with pytest.raises(errors.InvalidParameterValue, match="unknown to record 77"):
@@ -177,8 +191,10 @@ def test_link_records_keeps_relation_and_property_labels(db: psycopg.Connection,
 
 
 def conversation(db: psycopg.Connection, thread: str, turns: int, lane: str = "sales") -> list[int]:
-    items = [{"kind": "conversation", "content": f"turn {i}", "lane": lane, "thread_id": thread,
-              "thread_position": i} for i in range(turns)]
+    items = [
+        {"kind": "conversation", "content": f"turn {i}", "lane": lane, "thread_id": thread, "thread_position": i}
+        for i in range(turns)
+    ]
     return [r[0] for r in db.execute("select record_id from emem.put_records(%s)", (json.dumps(items),))]
 
 
@@ -190,15 +206,19 @@ def test_window_over_consecutive_turns(db: psycopg.Connection, space: int) -> No
     assert db.execute("select emem.put_window(%s, '[0,1,0]')", (turns[1:4],)).fetchone()[0] == window_id
 
 
-@pytest.mark.parametrize(("pick", "message"), [
-    (lambda a, b, note: [a[0], a[2]], "must be consecutive"),
-    (lambda a, b, note: [a[0], b[1]], "one conversation or of one file"),
-    (lambda a, b, note: [note], "one conversation or of one file"),
-    (lambda a, b, note: [a[0], a[0]], "must be consecutive"),
-    (lambda a, b, note: [], "non-empty array"),
-])
-def test_window_members_must_be_consecutive_records_of_one_thread(db: psycopg.Connection, space: int, pick,
-                                                                  message: str) -> None:
+@pytest.mark.parametrize(
+    ("pick", "message"),
+    [
+        (lambda a, b, note: [a[0], a[2]], "must be consecutive"),
+        (lambda a, b, note: [a[0], b[1]], "one conversation or of one file"),
+        (lambda a, b, note: [note], "one conversation or of one file"),
+        (lambda a, b, note: [a[0], a[0]], "must be consecutive"),
+        (lambda a, b, note: [], "non-empty array"),
+    ],
+)
+def test_window_members_must_be_consecutive_records_of_one_thread(
+    db: psycopg.Connection, space: int, pick, message: str
+) -> None:
     a, b, note = conversation(db, "c1", 3), conversation(db, "c2", 3), put(db)
     with pytest.raises(errors.InvalidParameterValue, match=message):
         db.execute("select emem.put_window(%s::bigint[], '[1,1,0]')", (pick(a, b, note),))
@@ -221,8 +241,7 @@ def test_a_batch_may_not_repeat_a_source_key_within_a_lane(db: psycopg.Connectio
     db.execute("select emem.create_lane('hr')")
     item = {"kind": "note", "content": "chunk", "lane": "sales", "source_key": "file:a#1"}
     with pytest.raises(errors.InvalidParameterValue, match="item 3: repeats the lane and source_key"):
-        db.execute("select * from emem.put_records(%s)",
-                   (json.dumps([item, {**item, "lane": "hr"}, item]),))
+        db.execute("select * from emem.put_records(%s)", (json.dumps([item, {**item, "lane": "hr"}, item]),))
     rows = db.execute("select created from emem.put_records(%s)", (json.dumps([item, {**item, "lane": "hr"}]),))
     assert [r[0] for r in rows] == [True, True]
 

@@ -69,9 +69,7 @@ class Analyser:
 
     def label_terms(self, label: str) -> list[str]:
         """The sorted, distinct normalised terms of a label; stop words are dropped."""
-        return sorted({
-            self.normal_form(t)[0] for t in tokens(label) if t.casefold() not in STOP_WORDS
-        })
+        return sorted({self.normal_form(t)[0] for t in tokens(label) if t.casefold() not in STOP_WORDS})
 
     def analyse(self, question: str) -> QuestionAnalysis:
         terms: dict[str, None] = {}

@@ -42,10 +42,9 @@ class Backend:
 def backend(GD: dict, plpy: Any, sql_version: str) -> Backend:
     if sql_version != VERSION:
         plpy.error(
-            f"emem's SQL is version {sql_version} but this connection loaded its Python modules "
-            f"at version {VERSION}",
+            f"emem's SQL is version {sql_version} but this connection loaded its Python modules at version {VERSION}",
             hint="If the extension was updated while this connection was open, reconnect; if the server has"
-                 f" the modules of a newer release, update the database: ALTER EXTENSION emem UPDATE TO '{VERSION}'.",
+            f" the modules of a newer release, update the database: ALTER EXTENSION emem UPDATE TO '{VERSION}'.",
             sqlstate="55000",
         )
     state = GD.get(STATE_KEY)

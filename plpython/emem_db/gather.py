@@ -65,8 +65,9 @@ class Gather:
         return question
 
     def caller(self, role: str) -> Caller:
-        row = self.plpy.execute(self.state.plan(
-            """
+        row = self.plpy.execute(
+            self.state.plan(
+                """
             select r.rolsuper or r.rolbypassrls
                        or pg_catalog.pg_has_role($1, c.relowner, 'USAGE') as reads_all,
                    $1 operator(pg_catalog.=) session_user
@@ -78,17 +79,25 @@ class Gather:
                          where rp.role_name = $1) as lanes
             from pg_catalog.pg_roles as r, pg_catalog.pg_class as c
             where r.rolname = $1 and c.oid = 'emem.records'::pg_catalog.regclass
-            """, ["name"]), [role])
+            """,
+                ["name"],
+            ),
+            [role],
+        )
         if not row or not row[0]["may_act"]:
             self.fail(f"this session cannot act as role {role}", sqlstate="42501")
         return Caller(bool(row[0]["reads_all"]), frozenset(row[0]["lanes"] or ()))
 
     def request(self, question: str | None, vector: str | None) -> Request:
         question = self.check_question(question)
-        settings = self.plpy.execute(self.state.plan(
-            "select pg_catalog.current_setting('emem.pipeline_profile', true) as profile,"
-            " pg_catalog.current_setting('emem.record_vector_candidates', true) as record_vectors,"
-            " pg_catalog.current_setting('emem.window_vector_candidates', true) as window_vectors", []))[0]
+        settings = self.plpy.execute(
+            self.state.plan(
+                "select pg_catalog.current_setting('emem.pipeline_profile', true) as profile,"
+                " pg_catalog.current_setting('emem.record_vector_candidates', true) as record_vectors,"
+                " pg_catalog.current_setting('emem.window_vector_candidates', true) as window_vectors",
+                [],
+            )
+        )[0]
         try:
             weights = parse_profile(settings["profile"])
         except ProfileError as error:
@@ -106,13 +115,15 @@ class Gather:
         if value is None or value == "":
             return default
         if not value.strip().isdigit() or not 1 <= int(value) <= MAX_CANDIDATES:
-            self.fail(f"{setting} = {value!r} is out of range",
-                      hint=f"Accepted: an integer from 1 to {MAX_CANDIDATES}.")
+            self.fail(
+                f"{setting} = {value!r} is out of range", hint=f"Accepted: an integer from 1 to {MAX_CANDIDATES}."
+            )
         return int(value)
 
     def active_space(self) -> Space | None:
-        rows = self.plpy.execute(self.state.plan(
-            "select space_id, dimension, model_name from emem.embedding_spaces where is_active", []))
+        rows = self.plpy.execute(
+            self.state.plan("select space_id, dimension, model_name from emem.embedding_spaces where is_active", [])
+        )
         return Space(rows[0]["space_id"], rows[0]["dimension"], rows[0]["model_name"]) if rows else None
 
     def unit_vector(self, vector: str, space: Space | None) -> str:
@@ -121,12 +132,16 @@ class Gather:
             self.fail(
                 "a question vector was given but there is no active embedding space",
                 hint="Create one with emem.create_embedding_space(model_name, dimension, activate => true),"
-                     " or pass NULL.",
+                " or pass NULL.",
             )
-        shape = self.plpy.execute(self.state.plan(
-            "select public.vector_dims($1) as dimension, public.vector_norm($1) as norm,"
-            " case when public.vector_norm($1) > 0 then public.l2_normalize($1)::text end as unit",
-            ["public.vector"]), [vector])[0]
+        shape = self.plpy.execute(
+            self.state.plan(
+                "select public.vector_dims($1) as dimension, public.vector_norm($1) as norm,"
+                " case when public.vector_norm($1) > 0 then public.l2_normalize($1)::text end as unit",
+                ["public.vector"],
+            ),
+            [vector],
+        )[0]
         if shape["dimension"] != space.dimension:
             self.fail(
                 f"the question vector has {shape['dimension']} dimensions but the active embedding space "
@@ -182,13 +197,18 @@ class Gather:
         page_ids = [p.record_id for p in result.places]
         details = {
             row["record_id"]: row
-            for row in self.plpy.execute(self.state.plan(
-                """
+            for row in self.plpy.execute(
+                self.state.plan(
+                    """
                 select r.record_id, r.kind, r.lane_name, r.content,
                        array(select t.tag from emem.record_tags as t
                              where t.record_id = r.record_id order by t.tag) as tags
                 from emem.records as r where r.record_id operator(pg_catalog.=) any ($1)
-                """, ["bigint[]"]), [page_ids])
+                """,
+                    ["bigint[]"],
+                ),
+                [page_ids],
+            )
         }
         found_by = {name: members(candidates, page_ids) for name, candidates in result.lists.items()}
         windows = {c.record_id: c.windows for c in result.lists.get("window_vectors", ())}
@@ -198,19 +218,21 @@ class Gather:
             if not caller.may_read(detail["lane_name"]):
                 continue
             is_cosine = not request.degraded and place.candidate.distance is not None
-            rows.append({
-                "rank": rank,
-                "record_id": place.record_id,
-                "kind": detail["kind"],
-                "lane": detail["lane_name"],
-                "content": detail["content"],
-                "tags": list(detail["tags"]),
-                "distance": place.candidate.distance if is_cosine else WORST_DISTANCE,
-                "distance_kind": "cosine" if is_cosine else "placeholder",
-                "placed_by": place.placed_by,
-                "found_by": [name for name, ids in found_by.items() if place.record_id in ids],
-                "windows": list(windows.get(place.record_id, ())),
-            })
+            rows.append(
+                {
+                    "rank": rank,
+                    "record_id": place.record_id,
+                    "kind": detail["kind"],
+                    "lane": detail["lane_name"],
+                    "content": detail["content"],
+                    "tags": list(detail["tags"]),
+                    "distance": place.candidate.distance if is_cosine else WORST_DISTANCE,
+                    "distance_kind": "cosine" if is_cosine else "placeholder",
+                    "placed_by": place.placed_by,
+                    "found_by": [name for name, ids in found_by.items() if place.record_id in ids],
+                    "windows": list(windows.get(place.record_id, ())),
+                }
+            )
         return rows
 
     def explain(self, role: str, question: str | None, vector: str | None, page: int, page_size: int) -> dict:
@@ -241,8 +263,12 @@ class Gather:
             "skipped_lookups": [name for name in request.weights if name not in result.lists],
             "total_candidates": result.total,
             "rows": [
-                {"rank": row["rank"], "record_id": row["record_id"], "placed_by": row["placed_by"],
-                 "list_ranks": {name: ranks.get(row["record_id"]) for name, ranks in list_ranks.items()}}
+                {
+                    "rank": row["rank"],
+                    "record_id": row["record_id"],
+                    "placed_by": row["placed_by"],
+                    "list_ranks": {name: ranks.get(row["record_id"]) for name, ranks in list_ranks.items()},
+                }
                 for row in self.rows(result, caller, request)
             ],
         }

@@ -14,10 +14,18 @@ LEXICON_PATH = Path(__file__).with_name("lexicon.json")
 PARTS_OF_SPEECH = ("n", "v", "a", "r")
 
 SUFFIX_SUBSTITUTIONS: dict[str, tuple[tuple[str, str], ...]] = {
-    "n": (("s", ""), ("ses", "s"), ("ves", "f"), ("xes", "x"), ("zes", "z"),
-          ("ches", "ch"), ("shes", "sh"), ("men", "man"), ("ies", "y")),
-    "v": (("s", ""), ("ies", "y"), ("es", "e"), ("es", ""), ("ed", "e"), ("ed", ""),
-          ("ing", "e"), ("ing", "")),
+    "n": (
+        ("s", ""),
+        ("ses", "s"),
+        ("ves", "f"),
+        ("xes", "x"),
+        ("zes", "z"),
+        ("ches", "ch"),
+        ("shes", "sh"),
+        ("men", "man"),
+        ("ies", "y"),
+    ),
+    "v": (("s", ""), ("ies", "y"), ("es", "e"), ("es", ""), ("ed", "e"), ("ed", ""), ("ing", "e"), ("ing", "")),
     "a": (("er", ""), ("est", ""), ("er", "e"), ("est", "e")),
     "r": (),
 }

@@ -50,8 +50,10 @@ MAX_BROAD_PARTS = 3
 # Lists ordered by a score fetch their records' distances one score level at a time (ScoredList).
 LAZY_DISTANCES = True
 # What the statement of a ScoredList selects from `found`: its records and scores, best first.
-SCORED_ARRAYS = ("pg_catalog.array_agg(record_id order by {score} desc, record_id) as record_ids,"
-                 " pg_catalog.array_agg({score}::float8 order by {score} desc, record_id) as scores")
+SCORED_ARRAYS = (
+    "pg_catalog.array_agg(record_id order by {score} desc, record_id) as record_ids,"
+    " pg_catalog.array_agg({score}::float8 order by {score} desc, record_id) as scores"
+)
 
 
 @dataclass(frozen=True)
@@ -109,9 +111,12 @@ class Part:
 def scoped_settings(plpy: Any, state: Backend, values: dict[str, str]):
     """Set GUCs for the statements inside, then put back what the caller had."""
     names = list(values)
-    saved = plpy.execute(state.plan(
-        "select name, pg_catalog.current_setting(name) as value from pg_catalog.unnest($1) as name",
-        ["text[]"]), [names])
+    saved = plpy.execute(
+        state.plan(
+            "select name, pg_catalog.current_setting(name) as value from pg_catalog.unnest($1) as name", ["text[]"]
+        ),
+        [names],
+    )
     setter = state.plan("select pg_catalog.set_config($1, $2, true)", ["text", "text"])
     for name, value in values.items():
         plpy.execute(setter, [name, value])
@@ -140,8 +145,12 @@ class Lookups:
         """How many records a match may hold and still be fetched whole (see EXACT_CANDIDATES)."""
         if self.request.degraded:
             return EXACT_CANDIDATES  # degraded broad lists are read in record-id order: cheap at any size
-        records = self.execute("select greatest(c.reltuples, 0) as n from pg_catalog.pg_class as c"
-                               " where c.oid = 'emem.records'::pg_catalog.regclass", [], [])[0]["n"]
+        records = self.execute(
+            "select greatest(c.reltuples, 0) as n from pg_catalog.pg_class as c"
+            " where c.oid = 'emem.records'::pg_catalog.regclass",
+            [],
+            [],
+        )[0]["n"]
         return max(EXACT_CANDIDATES, int(math.sqrt(FILTERED_SCAN_COST_RATIO * self.reach * records)))
 
     def execute(self, sql: str, types: list[str], args: list[Any], cache: bool = True) -> list[dict]:
@@ -152,8 +161,9 @@ class Lookups:
 
     def candidates(self, sql: str, types: list[str], args: list[Any], cache: bool = True) -> list[Candidate]:
         return [
-            Candidate(row["record_id"], finite_or_none(row["distance"]), tuple(row.get("windows") or ()),
-                      row.get("score"))
+            Candidate(
+                row["record_id"], finite_or_none(row["distance"]), tuple(row.get("windows") or ()), row.get("score")
+            )
             for row in self.execute(sql, types, args, cache)
         ]
 
@@ -166,14 +176,18 @@ class Lookups:
         """These records with their scores and distances, by score, then distance (degraded: none),
         then record id."""
         if self.request.degraded:
-            return [Candidate(record_id, None, (), score)
-                    for score, record_id in sorted(zip(scores, record_ids, strict=True), key=lambda p: (-p[0], p[1]))]
+            return [
+                Candidate(record_id, None, (), score)
+                for score, record_id in sorted(zip(scores, record_ids, strict=True), key=lambda p: (-p[0], p[1]))
+            ]
         return self.candidates(
             f"""select found.record_id, {self.distance_sql()} as distance, found.score
                 from rows from (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($3::float8[]))
                      as found (record_id, score)
                 order by found.score desc, distance nulls last, found.record_id""",
-            ["bigint[]", "public.vector", "float8[]"], [record_ids, self.request.vector, scores])
+            ["bigint[]", "public.vector", "float8[]"],
+            [record_ids, self.request.vector, scores],
+        )
 
     def distance_sql(self) -> str:
         """The cosine distance of a record (found.record_id) to the question ($2); NULL without."""
@@ -188,8 +202,7 @@ class Lookups:
     def vector_distance_sql(self, column: str) -> str:
         """The expression the space's HNSW partial index orders by."""
         dimension = self.request.space.dimension
-        return (f"({column}::public.vector({dimension:d})"
-                f" operator(public.<=>) $1::public.vector({dimension:d}))")
+        return f"({column}::public.vector({dimension:d}) operator(public.<=>) $1::public.vector({dimension:d}))"
 
     # ---- tags and edge properties -----------------------------------------------------------
 
@@ -215,19 +228,25 @@ class Lookups:
         if not broad or len(broad) > MAX_BROAD_PARTS:
             return self.exact_tags(match.tags, terms, by_terms)
         scored = self.exact_tags(match.tags, terms, by_terms, within=match.narrow_tags(self.exact_limit))
-        return TieredList(whole, scored,
-                          [self.tag_part(tag, count) for tag, count in zip(match.tags, match.counts, strict=True)
-                           if tag in broad],
-                          lambda parts: len(frozenset().union(*(part.score_key for part in parts))),
-                          whole.narrow_predicate)
+        return TieredList(
+            whole,
+            scored,
+            [self.tag_part(tag, count) for tag, count in zip(match.tags, match.counts, strict=True) if tag in broad],
+            lambda parts: len(frozenset().union(*(part.score_key for part in parts))),
+            whole.narrow_predicate,
+        )
 
     def tag_part(self, tag: str, count: int) -> Part:
         quoted = self.plpy.quote_literal(tag)
         return Part(
-            lambda record_id: (f"exists (select from emem.record_tags as rt where rt.record_id = {record_id}"
-                               f" and rt.tag operator(pg_catalog.=) {quoted})"),
+            lambda record_id: (
+                f"exists (select from emem.record_tags as rt where rt.record_id = {record_id}"
+                f" and rt.tag operator(pg_catalog.=) {quoted})"
+            ),
             f"select rt.record_id from emem.record_tags as rt where rt.tag operator(pg_catalog.=) {quoted}",
-            count, frozenset(self.state.analyser.label_terms(tag)))
+            count,
+            frozenset(self.state.analyser.label_terms(tag)),
+        )
 
     def tag_match(self, terms: list[str]) -> TagMatch:
         row = self.execute(
@@ -247,16 +266,23 @@ class Lookups:
                          cross join lateral (values (e.from_record_id), (e.to_record_id)) as ends (endpoint)
                          where el.label_terms operator(pg_catalog.&&) $1
                            and el.label_terms operator(pg_catalog.<@) $1) as edge_endpoints
-            """, ["text[]"], [terms])[0]
+            """,
+            ["text[]"],
+            [terms],
+        )[0]
         return TagMatch(list(row["tags"]), list(row["counts"]), list(row["edge_endpoints"]))
 
-    def exact_tags(self, tags: list[str], terms: list[str], by_terms: bool, within: list[str] | None = None
-                   ) -> "list[Candidate] | ScoredList":
+    def exact_tags(
+        self, tags: list[str], terms: list[str], by_terms: bool, within: list[str] | None = None
+    ) -> "list[Candidate] | ScoredList":
         """Every tag and edge candidate, with its matched terms and distance, in the list's order;
         `within` keeps the records holding one of these tags or an edge (a tiered list's exact part)."""
         if not (by_terms or self.request.degraded):
             return self.tags_by_distance(tags, terms)
-        held = "matched" if within is None else """(
+        held = (
+            "matched"
+            if within is None
+            else """(
                 select rt.record_id, v.tag_terms
                 from edge_ends as n
                 join emem.record_tags as rt on rt.record_id = n.record_id
@@ -270,6 +296,7 @@ class Lookups:
                 where n.tag operator(pg_catalog.=) any ($3) and v.tag operator(pg_catalog.=) any ($1)
                 union all
                 select record_id, terms from edge_ends)"""
+        )
         sql = f"""
             with edge_ends (record_id, terms) as (
                 select ends.endpoint, el.label_terms
@@ -335,7 +362,9 @@ class Lookups:
                             select from emem.records as r
                             where r.content_search operator(pg_catalog.@@) (select any_term from question)
                             limit {self.exact_limit + 1:d}) as matching) as matching""",
-            ["tsquery[]"], [queries])[0]
+            ["tsquery[]"],
+            [queries],
+        )[0]
         return row["any_term"] if row["matching"] > self.exact_limit else None
 
     def fulltext_by_rarity(self) -> Sequence[Candidate]:
@@ -358,11 +387,13 @@ class Lookups:
 
     def fulltext_by_idf(self, queries: list[str], frequencies: list[float], records: float) -> Sequence[Candidate]:
         """Records matching any of the queries, by the summed IDF of those matched, then distance."""
-        return self.scored_fulltext(queries, frequencies,
-                                    [inverse_document_frequency(records, df) for df in frequencies])
+        return self.scored_fulltext(
+            queries, frequencies, [inverse_document_frequency(records, df) for df in frequencies]
+        )
 
-    def scored_fulltext(self, queries: list[str], frequencies: list[float], weights: list[float]
-                        ) -> Sequence[Candidate]:
+    def scored_fulltext(
+        self, queries: list[str], frequencies: list[float], weights: list[float]
+    ) -> Sequence[Candidate]:
         """Records matching any of the queries, by the summed weights of those matched, then
         distance. Terms on more than exact_limit records are read in tiers."""
         broad = [n for n, df in enumerate(frequencies) if df > self.exact_limit]
@@ -371,17 +402,22 @@ class Lookups:
         narrow = [query for n, query in enumerate(queries) if n not in broad]
         any_narrow = quoted_tsquery(self.plpy, any_of(narrow))
         whole = BroadFulltextList(self, any_of(queries), lambda: self.fulltext_scored(queries, weights))
-        return TieredList(whole, self.fulltext_scored(queries, weights, within=narrow),
-                          [self.term_part(queries[n], frequencies[n], weights[n]) for n in broad],
-                          lambda parts: sum(part.score_key for part in parts),
-                          lambda record_id: text_matches(record_id, any_narrow) if narrow else "false")
+        return TieredList(
+            whole,
+            self.fulltext_scored(queries, weights, within=narrow),
+            [self.term_part(queries[n], frequencies[n], weights[n]) for n in broad],
+            lambda parts: sum(part.score_key for part in parts),
+            lambda record_id: text_matches(record_id, any_narrow) if narrow else "false",
+        )
 
     def term_part(self, query: str, frequency: float, weight: float) -> Part:
         quoted = quoted_tsquery(self.plpy, query)
         return Part(
             lambda record_id: text_matches(record_id, quoted),
             f"select r.record_id from emem.records as r where r.content_search operator(pg_catalog.@@) {quoted}",
-            int(frequency), weight)
+            int(frequency),
+            weight,
+        )
 
     def fulltext_by_distance(self, queries: list[str]) -> list[Candidate]:
         """Records matching any of the terms' queries (see term_queries), nearest first."""
@@ -395,8 +431,9 @@ class Lookups:
             from found order by distance nulls last, record_id"""
         return self.candidates(sql, ["tsquery[]", "public.vector"], [queries, self.request.vector])
 
-    def fulltext_scored(self, queries: list[str], weights: list[float], within: list[str] | None = None
-                        ) -> "ScoredList":
+    def fulltext_scored(
+        self, queries: list[str], weights: list[float], within: list[str] | None = None
+    ) -> "ScoredList":
         """Records matching any of the terms' queries, by the summed weights of the terms matched;
         `within` keeps the records that match one of those queries (a tiered list's exact part)."""
         within = queries if within is None else within
@@ -431,7 +468,10 @@ class Lookups:
                )
                select emem.tsquery_any(q order by q::text)::text as query from variant
                where pg_catalog.numnode(q) > 0
-               group by term order by term""", ["int[]", "text[]"], [numbers, texts])
+               group by term order by term""",
+            ["int[]", "text[]"],
+            [numbers, texts],
+        )
         return [row["query"] for row in rows]
 
     def document_frequencies(self, queries: list[str]) -> tuple[float, list[float]]:
@@ -455,7 +495,9 @@ class Lookups:
                              from pg_catalog.unnest($1::text[]) with ordinality as q (query, n)
                              order by q.n) as counted
                 from pg_catalog.pg_class as c where c.oid = 'emem.records'::pg_catalog.regclass""",
-            ["text[]"], [[query for query, share in zip(queries, shares, strict=True) if share is None]])[0]
+            ["text[]"],
+            [[query for query, share in zip(queries, shares, strict=True) if share is None]],
+        )[0]
         counted = iter(rows["counted"])
         return rows["n"], [share * rows["n"] if share is not None else next(counted) for share in shares]
 
@@ -465,14 +507,19 @@ class Lookups:
         analysed = self.execute(
             """select pg_catalog.pg_stat_get_last_analyze_time(c.oid)::text as manual,
                       pg_catalog.pg_stat_get_last_autoanalyze_time(c.oid)::text as auto
-               from pg_catalog.pg_class as c where c.oid = 'emem.records'::pg_catalog.regclass""", [], [])[0]
+               from pg_catalog.pg_class as c where c.oid = 'emem.records'::pg_catalog.regclass""",
+            [],
+            [],
+        )[0]
         key = (analysed["manual"], analysed["auto"])
         if self.state.common_lexemes is None or self.state.common_lexemes[0] != key:
             stats = self.execute(
                 """select s.most_common_elems::text::text[] as lexemes, s.most_common_elem_freqs as shares
                    from pg_catalog.pg_stats as s
                    where s.schemaname = 'emem' and s.tablename = 'records' and s.attname = 'content_search'""",
-                [], [])
+                [],
+                [],
+            )
             found = stats[0] if stats and stats[0]["lexemes"] else {"lexemes": [], "shares": []}
             self.state.common_lexemes = (key, dict(zip(found["lexemes"], found["shares"], strict=False)))
         return self.state.common_lexemes[1]
@@ -617,7 +664,10 @@ class BroadList:
         """Which of these records the match holds (probed, not fetched)."""
         rows = self.lookups.execute(
             f"select id from pg_catalog.unnest($1::bigint[]) as id where {self.predicate('id')}",
-            ["bigint[]"], [list(record_ids)], cache=False)
+            ["bigint[]"],
+            [list(record_ids)],
+            cache=False,
+        )
         return {row["id"] for row in rows}
 
 
@@ -636,12 +686,17 @@ class BroadTagList(BroadList):
     def narrow_predicate(self, record_id: str) -> str:
         """Holds a tag that is not broad, or ends an edge: what a tiered list reads whole."""
         narrow = self.match.narrow_tags(self.lookups.exact_limit)
-        return (f"({self.holds_tag(record_id, narrow)} or {self.ends_edge(record_id)})" if narrow
-                else self.ends_edge(record_id))
+        return (
+            f"({self.holds_tag(record_id, narrow)} or {self.ends_edge(record_id)})"
+            if narrow
+            else self.ends_edge(record_id)
+        )
 
     def holds_tag(self, record_id: str, tags: list[str]) -> str:
-        return (f"exists (select from emem.record_tags as rt where rt.record_id = {record_id}"
-                f" and rt.tag operator(pg_catalog.=) any ({quoted_array(self.lookups.plpy, tags, 'text')}))")
+        return (
+            f"exists (select from emem.record_tags as rt where rt.record_id = {record_id}"
+            f" and rt.tag operator(pg_catalog.=) any ({quoted_array(self.lookups.plpy, tags, 'text')}))"
+        )
 
     def ends_edge(self, record_id: str) -> str:
         """An edge the question's terms name ends at the record. Predicates test a few records (a page,
@@ -652,18 +707,22 @@ class BroadTagList(BroadList):
         if len(self.match.edge_endpoints) <= EXACT_CANDIDATES:
             return f"{record_id} in ({self.edge_endpoints_sql()})"
         terms = quoted_array(self.lookups.plpy, self.terms, "text")
-        return (f"exists (select from emem.edges as e join emem.edge_labels as el on el.edge_id = e.edge_id"
-                f" where (e.from_record_id = {record_id} or e.to_record_id = {record_id})"
-                f" and el.label_terms operator(pg_catalog.&&) {terms}"
-                f" and el.label_terms operator(pg_catalog.<@) {terms})")
+        return (
+            f"exists (select from emem.edges as e join emem.edge_labels as el on el.edge_id = e.edge_id"
+            f" where (e.from_record_id = {record_id} or e.to_record_id = {record_id})"
+            f" and el.label_terms operator(pg_catalog.&&) {terms}"
+            f" and el.label_terms operator(pg_catalog.<@) {terms})"
+        )
 
     def edge_endpoints_sql(self) -> str:
         terms = quoted_array(self.lookups.plpy, self.terms, "text")
-        return ("select ends.endpoint from emem.edge_labels as el"
-                " join emem.edges as e on e.edge_id = el.edge_id"
-                " cross join lateral (values (e.from_record_id), (e.to_record_id)) as ends (endpoint)"
-                f" where el.label_terms operator(pg_catalog.&&) {terms}"
-                f" and el.label_terms operator(pg_catalog.<@) {terms}")
+        return (
+            "select ends.endpoint from emem.edge_labels as el"
+            " join emem.edges as e on e.edge_id = el.edge_id"
+            " cross join lateral (values (e.from_record_id), (e.to_record_id)) as ends (endpoint)"
+            f" where el.label_terms operator(pg_catalog.&&) {terms}"
+            f" and el.label_terms operator(pg_catalog.<@) {terms}"
+        )
 
     def candidate_ids_sql(self) -> str:
         tags = quoted_array(self.lookups.plpy, self.match.tags, "text")
@@ -682,7 +741,9 @@ class BroadTagList(BroadList):
                      select pg_catalog.unnest($3::bigint[])) as o
                where not exists (select from emem.record_tags as l
                                  where l.record_id = o.record_id and l.tag operator(pg_catalog.=) $1)""",
-            ["text", "text[]", "bigint[]"], [largest, others, self.match.edge_endpoints])[0]
+            ["text", "text[]", "bigint[]"],
+            [largest, others, self.match.edge_endpoints],
+        )[0]
         return self.match.counts[0] + row["added"]
 
     def exact(self) -> list[Candidate]:
@@ -694,7 +755,9 @@ class BroadTagList(BroadList):
         return self.lookups.candidates(
             """select rt.record_id, null::float8 as distance from emem.record_tags as rt
                where rt.tag operator(pg_catalog.=) $1 order by rt.record_id limit $2""",
-            ["text", "int"], [self.match.tags[0], limit])
+            ["text", "int"],
+            [self.match.tags[0], limit],
+        )
 
 
 class BroadFulltextList(BroadList):
@@ -710,12 +773,14 @@ class BroadFulltextList(BroadList):
         return text_matches(record_id, self.any_term)
 
     def candidate_ids_sql(self) -> str:
-        return ("select r.record_id from emem.records as r"
-                f" where r.content_search operator(pg_catalog.@@) {self.any_term}")
+        return (
+            f"select r.record_id from emem.records as r where r.content_search operator(pg_catalog.@@) {self.any_term}"
+        )
 
     def size(self) -> int:
-        return self.lookups.execute(f"select pg_catalog.count(*) as n from ({self.candidate_ids_sql()}) as c",
-                                    [], [], cache=False)[0]["n"]
+        return self.lookups.execute(
+            f"select pg_catalog.count(*) as n from ({self.candidate_ids_sql()}) as c", [], [], cache=False
+        )[0]["n"]
 
     def exact(self) -> list[Candidate]:
         return self._exact()
@@ -732,12 +797,21 @@ class TieredList(BroadList):
     and totals are those of the whole match.
     """
 
-    def __init__(self, whole: BroadList, scored: ScoredList, broad: list[Part],
-                 score: Callable[[tuple[Part, ...]], float], narrow: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        whole: BroadList,
+        scored: ScoredList,
+        broad: list[Part],
+        score: Callable[[tuple[Part, ...]], float],
+        narrow: Callable[[str], str],
+    ) -> None:
         super().__init__(whole.lookups)
         self.whole = whole
-        tiers = [(score_level(score(parts)), Tier(whole.lookups, parts, broad, narrow))
-                 for count in range(1, len(broad) + 1) for parts in itertools.combinations(broad, count)]
+        tiers = [
+            (score_level(score(parts)), Tier(whole.lookups, parts, broad, narrow))
+            for count in range(1, len(broad) + 1)
+            for parts in itertools.combinations(broad, count)
+        ]
         self.stream = self.in_order(scored, tiers)
 
     @staticmethod
@@ -746,9 +820,11 @@ class TieredList(BroadList):
         for level in sorted(set(scored.levels) | {level for level, _ in tiers}, reverse=True):
             at_level = position < len(scored) and scored.levels[position] == level
             end = scored.level_end(position) if at_level else position
-            yield from heapq.merge((scored[n] for n in range(position, end)),
-                                   *(walk(tier) for tier_level, tier in tiers if tier_level == level),
-                                   key=distance_order)
+            yield from heapq.merge(
+                (scored[n] for n in range(position, end)),
+                *(walk(tier) for tier_level, tier in tiers if tier_level == level),
+                key=distance_order,
+            )
             position = end
 
     def __getitem__(self, index: int) -> Candidate:
@@ -776,8 +852,9 @@ class TieredList(BroadList):
 class Tier(BroadList):
     """The records holding these broad parts, none of the other broad ones and nothing narrow."""
 
-    def __init__(self, lookups: Lookups, parts: tuple[Part, ...], broad: list[Part],
-                 narrow: Callable[[str], str]) -> None:
+    def __init__(
+        self, lookups: Lookups, parts: tuple[Part, ...], broad: list[Part], narrow: Callable[[str], str]
+    ) -> None:
         super().__init__(lookups)
         self.parts = parts
         self.others = [part for part in broad if part not in parts]
@@ -803,13 +880,20 @@ class Tier(BroadList):
             f"""select found.record_id, {lookups.distance_sql()} as distance
                 from ({self.source.ids_sql}) as found (record_id) where {self.source_filter()}
                 order by distance nulls last, found.record_id""",
-            ["text", "public.vector"], [None, lookups.request.vector], cache=False)
+            ["text", "public.vector"],
+            [None, lookups.request.vector],
+            cache=False,
+        )
 
     def in_order_degraded(self, limit: int) -> list[Candidate]:
         return self.lookups.candidates(
             f"""select found.record_id, null::float8 as distance
                 from ({self.source.ids_sql}) as found (record_id) where {self.source_filter()}
-                order by found.record_id limit {limit:d}""", [], [], cache=False)
+                order by found.record_id limit {limit:d}""",
+            [],
+            [],
+            cache=False,
+        )
 
 
 def walk(candidates: Sequence[Candidate]) -> Iterator[Candidate]:
@@ -842,8 +926,10 @@ def quoted_tsquery(plpy: Any, query: str) -> str:
 
 def text_matches(record_id: str, tsquery: str) -> str:
     """The record's text matches a tsquery (quoted SQL)."""
-    return (f"exists (select from emem.records as r where r.record_id = {record_id}"
-            f" and r.content_search operator(pg_catalog.@@) {tsquery})")
+    return (
+        f"exists (select from emem.records as r where r.record_id = {record_id}"
+        f" and r.content_search operator(pg_catalog.@@) {tsquery})"
+    )
 
 
 def quoted_array(plpy: Any, values: list[str], element_type: str) -> str:
@@ -895,8 +981,12 @@ def total_candidates(lists: dict[str, Sequence[Candidate]]) -> int:
     of their records (a union hashes each record once, where probing one match for every record
     of another costs several times more)."""
     broad = [c for c in lists.values() if isinstance(c, BroadList)]
-    fetched = {record_id for candidates in lists.values() if not isinstance(candidates, BroadList)
-               for record_id in record_ids(candidates)}
+    fetched = {
+        record_id
+        for candidates in lists.values()
+        if not isinstance(candidates, BroadList)
+        for record_id in record_ids(candidates)
+    }
     if not broad:
         return len(fetched)
     lookups = broad[0].lookups
@@ -905,8 +995,17 @@ def total_candidates(lists: dict[str, Sequence[Candidate]]) -> int:
         union = " union ".join(f"({b.candidate_ids_sql()})" for b in broad)
         return lookups.execute(
             f"select pg_catalog.count(*) as n from ({union} union select pg_catalog.unnest($1::bigint[])) as c",
-            ["bigint[]"], [list(fetched)], cache=False)[0]["n"]
+            ["bigint[]"],
+            [list(fetched)],
+            cache=False,
+        )[0]["n"]
     held = broad[0].predicate("id")
-    return broad[0].size() + lookups.execute(
-        f"select pg_catalog.count(*) as n from pg_catalog.unnest($1::bigint[]) as id where not ({held})",
-        ["bigint[]"], [list(fetched)], cache=False)[0]["n"]
+    return (
+        broad[0].size()
+        + lookups.execute(
+            f"select pg_catalog.count(*) as n from pg_catalog.unnest($1::bigint[]) as id where not ({held})",
+            ["bigint[]"],
+            [list(fetched)],
+            cache=False,
+        )[0]["n"]
+    )

@@ -51,9 +51,7 @@ def interleave(
     return merged
 
 
-def _skip_placed(
-    candidates: Sequence[Candidate], next_index: dict[str, int], name: str, placed_ids: set[int]
-) -> bool:
+def _skip_placed(candidates: Sequence[Candidate], next_index: dict[str, int], name: str, placed_ids: set[int]) -> bool:
     """Advance a list past records already placed; whether it still holds an unplaced one.
 
     Lists are only indexed, never measured, so a list may fetch its candidates as the merge

@@ -19,8 +19,15 @@ OPT_IN_WEIGHTS: dict[str, float] = {
     "fulltext_by_rarity": SEED_WEIGHTS["fulltext"],
     "fulltext_words": SEED_WEIGHTS["fulltext"],
 }
-LOOKUPS = ("record_vectors", "tags", "tags_by_terms", "window_vectors", "fulltext", "fulltext_by_rarity",
-           "fulltext_words")
+LOOKUPS = (
+    "record_vectors",
+    "tags",
+    "tags_by_terms",
+    "window_vectors",
+    "fulltext",
+    "fulltext_by_rarity",
+    "fulltext_words",
+)
 DEFAULT_WEIGHTS = {name: {**SEED_WEIGHTS, **OPT_IN_WEIGHTS}[name] for name in LOOKUPS}
 VECTOR_LOOKUPS = frozenset({"record_vectors", "window_vectors"})
 

@@ -1,6 +1,7 @@
 """English stop words (the list nltk's `stopwords` corpus ships, which Debian does not package)."""
 
-STOP_WORDS = frozenset("""
+STOP_WORDS = frozenset(
+    """
 i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself
 yourselves he him his himself she she's her hers herself it it's its itself they them their
 theirs themselves what which who whom this that that'll these those am is are was were be been
@@ -11,4 +12,5 @@ each few more most other some such no nor not only own same so than too very s t
 don don't should should've now d ll m o re ve y ain aren aren't couldn couldn't didn didn't
 doesn doesn't hadn hadn't hasn hasn't haven haven't isn isn't ma mightn mightn't mustn mustn't
 needn needn't shan shan't shouldn shouldn't wasn wasn't weren weren't won won't wouldn wouldn't
-""".split())
+""".split()
+)
