@@ -4,6 +4,10 @@ EXTVERSION := $(shell sed -n "s/^default_version[[:space:]]*=[[:space:]]*'\([^']
 
 # The install script is built from the numbered sources in sql/; upgrade scripts are picked up as they are.
 SQL_SOURCES := $(sort $(wildcard sql/[0-9][0-9]_*.sql))
+# The code (functions, triggers, views, policies, grants): what an upgrade into this version
+# creates again after its own steps (sql/upgrade/), exactly as a fresh install does.
+CODE_SOURCES := $(sort $(wildcard sql/[2-9][0-9]_*.sql))
+UPGRADE_STEPS := $(wildcard sql/upgrade/$(EXTENSION)--*--$(EXTVERSION).sql)
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)
 EXTRA_CLEAN = plpython/emem_db/_version.py plpython/emem_db/lexicon.json
@@ -17,10 +21,17 @@ SYSTEM_PYTHON ?= /usr/bin/python3
 PLPYTHON_SITE ?= $(shell $(SYSTEM_PYTHON) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 WORDNET_DIR ?= /usr/share/wordnet
 
-all: plpython/emem_db/_version.py plpython/emem_db/lexicon.json
+all: plpython/emem_db/_version.py plpython/emem_db/lexicon.json upgrade-script
 
 sql/$(EXTENSION)--$(EXTVERSION).sql: $(SQL_SOURCES) $(EXTENSION).control
 	sed -e 's/@EXTVERSION@/$(EXTVERSION)/g' $(SQL_SOURCES) > $@
+
+# The upgrade scripts into this version, from their steps and the code; committed, so that they
+# ship as they were tested (tests/test_upgrade.py checks they match their sources).
+upgrade-script: $(UPGRADE_STEPS:sql/upgrade/%=sql/%)
+
+sql/$(EXTENSION)--%--$(EXTVERSION).sql: sql/upgrade/$(EXTENSION)--%--$(EXTVERSION).sql $(CODE_SOURCES) $(EXTENSION).control
+	sed -e 's/@EXTVERSION@/$(EXTVERSION)/g' $< $(CODE_SOURCES) > $@
 
 plpython/emem_db/_version.py: $(EXTENSION).control
 	printf '"""Written by the Makefile from emem.control: the version these modules belong to."""\n\nVERSION = "%s"\n' '$(EXTVERSION)' > $@
@@ -50,7 +61,7 @@ freeze: sql/$(EXTENSION)--$(EXTVERSION).sql
 	cp sql/$(EXTENSION)--$(EXTVERSION).sql sql/releases/
 	cd sql/releases && sha256sum $(EXTENSION)--$(EXTVERSION).sql >> SHA256SUMS
 
-.PHONY: install-plpython uninstall-plpython test bench eval freeze
+.PHONY: install-plpython uninstall-plpython test bench eval freeze upgrade-script
 
 # The client, tests, benchmark and evaluation run in the project's virtual environment (setup.sh).
 PYTHON ?= .venv/bin/python

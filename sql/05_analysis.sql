@@ -1,15 +1,15 @@
 -- Question and label analysis, in PL/Python (plpython/emem_db): tokens that keep codes,
 -- names and figures whole; case, punctuation and WordNet lemmas normalised the same way on
--- both sides.
+-- both sides. Text longer than a question may be is refused before it reaches Python.
 
-create function emem.label_terms(label text) returns text[]
+create function emem._label_terms(label text) returns text[]
 language plpython3u immutable strict parallel safe
 set search_path = pg_catalog, pg_temp
 as $$
 from emem_db.entry import backend
-return backend(GD, plpy, "@EXTVERSION@").analyser.label_terms(label)
+return backend(GD, plpy, "@EXTVERSION@").label_terms(label)
 $$;
-comment on function emem.label_terms(text) is
+comment on function emem._label_terms(text) is
   'The normalised words of a label (tag, relation name, property value): lower-case WordNet lemmas, stop words dropped, codes kept whole.';
 
 create function emem.analyse_question(question text) returns jsonb
@@ -18,13 +18,13 @@ set search_path = pg_catalog, pg_temp
 as $$
 import json
 from emem_db.entry import backend
-analysis = backend(GD, plpy, "@EXTVERSION@").analyser.analyse(question)
+analysis = backend(GD, plpy, "@EXTVERSION@").analyse(question)
 return json.dumps({"terms": analysis.terms, "known_words": analysis.known_words,
                    "unknown_terms": analysis.unknown_terms})
 $$;
 comment on function emem.analyse_question(text) is
-  'How e_gather_find reads a question: its normalised terms, the words WordNet knows, and the terms full text searches (unknown to WordNet, or figures).';
+  'How e_gather_find reads a question (at most 10000 characters): its normalised terms, the words WordNet knows, and the terms full text searches (unknown to WordNet, or figures).';
 
 -- OR of tsqueries, for the full-text lookup's terms.
-create aggregate emem.tsquery_any(tsquery) (sfunc = pg_catalog.tsquery_or, stype = tsquery);
-comment on aggregate emem.tsquery_any(tsquery) is 'The OR of the given text-search queries.';
+create aggregate emem._tsquery_any(tsquery) (sfunc = pg_catalog.tsquery_or, stype = tsquery);
+comment on aggregate emem._tsquery_any(tsquery) is 'The OR of the given text-search queries.';

@@ -1,6 +1,9 @@
 -- The EPG: lanes, agent profiles, embedding spaces, records, tags, edges, vectors and windows.
 -- Tables that hold user rows are registered with pg_extension_config_dump (end of file), so
--- pg_dump keeps their data.
+-- pg_dump keeps their data. There are no foreign keys between them: pg_restore -j loads their
+-- data in parallel, in any order, where a foreign key would refuse a row whose parent is not
+-- loaded yet. Only the write API writes them (agents may not write tables directly); it checks
+-- what a foreign key would, and triggers (20_maintenance.sql) delete what hangs on a deleted row.
 
 -- Full text keeps codes, names and figures whole: the `simple` dictionary (no stemming, no
 -- stop words) for every token type of the default parser. A question term is searched as a
@@ -10,38 +13,43 @@ comment on text search configuration emem.exact is
   'emem full text: every token kept as typed (lower-cased), codes such as INV-2031 searched whole';
 
 create table emem.lanes (
-    lane_name text primary key
-        constraint lane_name_format check (lane_name ~ '^[a-z0-9][a-z0-9_.:-]{0,62}$'),
+    lane_name emem.object_name primary key,
     created_at timestamptz not null default pg_catalog.now()
 );
-comment on table emem.lanes is 'Every record lives in exactly one lane; agent profiles name the lanes they read.';
+comment on table emem.lanes is 'Every record lives in exactly one lane; agent profiles name the lanes they read and write.';
 
 create table emem.agent_profiles (
-    profile_name text primary key
-        constraint profile_name_format check (profile_name ~ '^[a-z0-9][a-z0-9_.:-]{0,62}$'),
-    created_at timestamptz not null default pg_catalog.now()
+    profile_name emem.object_name primary key,
+    created_at timestamptz not null default pg_catalog.now(),
+    -- What the owner sets for the profile's finds (emem.set_agent_setting): its agents cannot.
+    settings jsonb not null default '{}' constraint settings_is_object check (pg_catalog.jsonb_typeof(settings) = 'object')
 );
-comment on table emem.agent_profiles is 'An agent profile names the lanes it may read (emem.profile_lanes).';
+comment on table emem.agent_profiles is 'An agent profile names the lanes it may read and write (emem.profile_lanes).';
 
 create table emem.profile_lanes (
-    profile_name text not null references emem.agent_profiles on delete cascade,
-    lane_name text not null references emem.lanes on delete cascade,
-    primary key (profile_name, lane_name)
+    profile_name text not null,
+    lane_name text not null,
+    can_read boolean not null default true,
+    can_write boolean not null default true,
+    primary key (profile_name, lane_name),
+    constraint reads_or_writes check (can_read or can_write)
 );
+comment on table emem.profile_lanes is 'The lanes of an agent profile: which it reads, which it writes.';
 
 create table emem.role_profiles (
-    role_name name primary key,
-    profile_name text not null references emem.agent_profiles on delete cascade,
+    role_id regrole primary key,
+    profile_name text not null,
     bound_at timestamptz not null default pg_catalog.now()
 );
 comment on table emem.role_profiles is
-  'Each database role is bound to at most one agent profile; a role bound to none reads nothing.';
+  'Each database role is bound to at most one agent profile, by its identity (a role dropped and created again under the same name is another role); a role bound to none reads nothing.';
 
 create table emem.embedding_spaces (
     space_id serial primary key,
-    model_name text not null constraint model_name_not_empty check (pg_catalog.btrim(model_name) <> ''),
+    model_name text not null constraint model_name_not_empty check (pg_catalog.btrim(model_name) <> '')
+        constraint model_name_size check (pg_catalog.length(model_name) <= 200),
     dimension integer not null constraint dimension_range check (dimension between 1 and 2000),
-    fingerprint text,
+    fingerprint text constraint fingerprint_size check (pg_catalog.length(fingerprint) <= 200),
     is_active boolean not null default false,
     created_at timestamptz not null default pg_catalog.now(),
     unique (model_name, dimension)
@@ -52,22 +60,23 @@ comment on table emem.embedding_spaces is
 
 create table emem.records (
     record_id bigserial primary key,
-    kind text not null
-        constraint record_kind check (kind in ('note', 'conversation', 'file', 'entity')),
+    kind emem.record_kind not null,
     content text not null constraint content_not_empty check (pg_catalog.btrim(content) <> '')
         constraint content_size check (pg_catalog.length(content) <= 200000),
-    lane_name text not null references emem.lanes,
+    lane_name text not null,
     authority real not null default 0.5 constraint authority_range check (authority between 0 and 1),
     occurred_at timestamptz not null default pg_catalog.now(),
     created_at timestamptz not null default pg_catalog.now(),
-    thread_id text,
+    thread_id text constraint thread_id_size check (pg_catalog.length(thread_id) <= 500),
     thread_position integer constraint thread_position_range check (thread_position >= 0),
-    source_key text,
+    source_key text constraint source_key_size check (pg_catalog.length(source_key) <= 500),
     metadata jsonb not null default '{}'
         constraint metadata_is_object check (pg_catalog.jsonb_typeof(metadata) = 'object'),
-    content_search tsvector generated always as (pg_catalog.to_tsvector('emem.exact'::pg_catalog.regconfig, content)) stored,
+    -- Searched in Unicode's composed form (NFC), as questions are: NFC and NFD spellings match.
+    content_search tsvector generated always as (
+        pg_catalog.to_tsvector('emem.exact'::pg_catalog.regconfig, pg_catalog.normalize(content, 'NFC'))) stored,
     constraint thread_for_conversation_and_file check (
-        (kind in ('conversation', 'file')) = (thread_id is not null and thread_position is not null)),
+        emem._has_thread(kind) = (thread_id is not null and thread_position is not null)),
     -- Keys are per lane: a key used in one lane neither blocks nor reveals another lane's.
     constraint one_record_per_thread_position unique (lane_name, kind, thread_id, thread_position)
 );
@@ -80,31 +89,38 @@ comment on table emem.records is
 comment on column emem.records.thread_id is 'The conversation or file a conversation or file record belongs to.';
 comment on column emem.records.source_key is 'Optional key of the record''s source, unique in its lane: writing the same key again returns the stored record.';
 
+-- A tag keeps its record's lane, so that the vocabulary counts per lane (one lane's writes never
+-- wait for another's) and a lookup over some lanes reads only their tags.
 create table emem.record_tags (
-    record_id bigint not null references emem.records on delete cascade,
-    tag text not null constraint tag_not_empty check (pg_catalog.btrim(tag) <> ''),
+    record_id bigint not null,
+    tag text not null constraint tag_not_empty check (pg_catalog.btrim(tag) <> '')
+        constraint tag_size check (pg_catalog.length(tag) <= 200),
+    lane_name text not null,
     primary key (record_id, tag)
 );
 create index record_tags_by_tag on emem.record_tags (tag, record_id);
-comment on table emem.record_tags is 'Labels on records, stored lower-case (emem.normal_tag).';
+comment on table emem.record_tags is 'Labels on records, stored lower-case (emem._normal_tag), with the record''s lane.';
 
--- Every distinct tag once, with its normalised words and how many records carry it (in every
--- lane), kept by the record_tags triggers: questions are matched against this small table, and
--- exact totals for broad tags come from the counts instead of touching every tagged row.
+-- Every distinct tag of each lane once, with its normalised words and how many of the lane's
+-- records carry it, kept by the record_tags triggers: questions are matched against this small
+-- table, and exact totals for broad tags come from the counts instead of every tagged row.
 create table emem.tag_vocabulary (
-    tag text primary key,
+    lane_name text not null,
+    tag text not null,
     tag_terms text[] not null,
-    record_count bigint not null constraint record_count_not_negative check (record_count >= 0)
+    record_count bigint not null constraint record_count_not_negative check (record_count >= 0),
+    primary key (lane_name, tag)
 );
 create index tag_vocabulary_by_terms on emem.tag_vocabulary using gin (tag_terms);
 comment on table emem.tag_vocabulary is
-  'Each tag''s normalised words and record count (all lanes); derived from emem.record_tags.';
+  'Each lane''s tags with their normalised words and record counts; derived from emem.record_tags.';
 
 create table emem.edges (
     edge_id bigserial primary key,
-    from_record_id bigint not null references emem.records on delete cascade,
-    to_record_id bigint not null references emem.records on delete cascade,
-    relation text not null constraint relation_not_empty check (pg_catalog.btrim(relation) <> ''),
+    from_record_id bigint not null,
+    to_record_id bigint not null,
+    relation text not null constraint relation_not_empty check (pg_catalog.btrim(relation) <> '')
+        constraint relation_size check (pg_catalog.length(relation) <= 200),
     properties jsonb not null default '{}'
         constraint properties_is_object check (pg_catalog.jsonb_typeof(properties) = 'object'),
     created_at timestamptz not null default pg_catalog.now()
@@ -112,21 +128,22 @@ create table emem.edges (
 create index edges_by_from on emem.edges (from_record_id);
 create index edges_by_to on emem.edges (to_record_id);
 create index edges_by_properties on emem.edges using gin (properties jsonb_path_ops);
+create unique index edges_one_per_link on emem.edges (from_record_id, to_record_id, relation, pg_catalog.md5(properties::text));
 comment on table emem.edges is 'Directed links between records, with a relation name and properties.';
 
 -- What a question's words are matched against for an edge: its relation name and each scalar
--- property value, kept by the trigger below.
+-- property value, kept by the edges trigger (so derived, not dumped).
 create table emem.edge_labels (
     edge_id bigint not null references emem.edges on delete cascade,
     label text not null,
-    label_terms text[] not null generated always as (emem.label_terms(label)) stored,
+    label_terms text[] not null generated always as (emem._label_terms(label)) stored,
     primary key (edge_id, label)
 );
 create index edge_labels_by_terms on emem.edge_labels using gin (label_terms);
 
 create table emem.record_vectors (
-    space_id integer not null references emem.embedding_spaces on delete cascade,
-    record_id bigint not null references emem.records on delete cascade,
+    space_id integer not null,
+    record_id bigint not null,
     embedding public.vector not null,
     primary key (space_id, record_id)
 );
@@ -135,9 +152,9 @@ comment on table emem.record_vectors is 'A record''s vector in an embedding spac
 
 create table emem.windows (
     window_id bigserial primary key,
-    space_id integer not null references emem.embedding_spaces on delete cascade,
-    lane_name text not null references emem.lanes,
-    thread_kind text not null,
+    space_id integer not null,
+    lane_name text not null,
+    thread_kind emem.record_kind not null constraint thread_kind_has_thread check (emem._has_thread(thread_kind)),
     thread_id text not null,
     first_position integer not null,
     last_position integer not null,
@@ -149,14 +166,27 @@ comment on table emem.windows is
   'A vector over a run of consecutive records of one conversation or file (its members).';
 
 create table emem.window_members (
-    window_id bigint not null references emem.windows on delete cascade,
-    record_id bigint not null references emem.records on delete cascade,
+    window_id bigint not null,
+    record_id bigint not null,
     primary key (window_id, record_id)
 );
 create index window_members_by_record on emem.window_members (record_id);
 
--- One call per statement: each call updates the extension's catalog row. edge_labels is
--- left out: it is derived, and the edges trigger rebuilds it when the edges are restored.
+-- Row-level security keeps direct reads inside the reader's lanes (policies: 30_lanes.sql).
+alter table emem.lanes enable row level security;
+alter table emem.agent_profiles enable row level security;
+alter table emem.profile_lanes enable row level security;
+alter table emem.role_profiles enable row level security;
+alter table emem.records enable row level security;
+alter table emem.record_tags enable row level security;
+alter table emem.edges enable row level security;
+alter table emem.edge_labels enable row level security;
+alter table emem.record_vectors enable row level security;
+alter table emem.windows enable row level security;
+alter table emem.window_members enable row level security;
+
+-- One call per statement: each call updates the extension's catalog row. edge_labels and
+-- tag_vocabulary are left out: they are derived, and the triggers rebuild them on restore.
 select pg_catalog.pg_extension_config_dump('emem.lanes', '');
 select pg_catalog.pg_extension_config_dump('emem.agent_profiles', '');
 select pg_catalog.pg_extension_config_dump('emem.profile_lanes', '');

@@ -1,9 +1,12 @@
--- Triggers that keep derived rows and per-space indexes in step with what users write.
+-- Triggers that keep derived rows and per-space indexes in step with what is written, and that
+-- delete what hangs on a deleted row (the tables have no foreign keys: see 10_schema.sql).
+-- They run as the extension's owner: the derived tables are not agents' to read or write.
 
 -- An edge is matched through its relation name (words split at underscores) and every scalar
 -- value of its properties, however deeply nested.
-create function emem.refresh_edge_labels() returns trigger
+create function emem._refresh_edge_labels() returns trigger
 language plpgsql
+security definer  -- edge_labels is derived: only the owner writes it
 set search_path = pg_catalog, pg_temp
 as $$
 begin
@@ -23,11 +26,11 @@ end
 $$;
 create trigger edges_refresh_labels
     after insert or update of relation, properties on emem.edges
-    for each row execute function emem.refresh_edge_labels();
+    for each row execute function emem._refresh_edge_labels();
 
 -- pgvector indexes need a fixed dimension: each space gets partial expression indexes for
 -- its record and window vectors. Also fires when pg_restore reloads the spaces.
-create function emem.create_space_indexes() returns trigger
+create function emem._create_space_indexes() returns trigger
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
@@ -45,12 +48,12 @@ end
 $$;
 create trigger embedding_spaces_create_indexes
     after insert on emem.embedding_spaces
-    for each row execute function emem.create_space_indexes();
+    for each row execute function emem._create_space_indexes();
 
 -- The tag vocabulary follows record_tags statement by statement (a bulk load touches each of
--- its tags once). Rows are taken in tag order so concurrent writers lock them in one order.
--- Definer: agents write tags but must not read the vocabulary, which spans every lane.
-create function emem.count_tags() returns trigger
+-- its tags once), one row per lane and tag: a writer locks only its own lane's rows, taken in
+-- tag order so that concurrent writers of one lane lock them in one order.
+create function emem._count_tags() returns trigger
 language plpgsql
 security definer  -- the vocabulary is not readable or writable by agents
 set search_path = pg_catalog, pg_temp
@@ -58,33 +61,36 @@ as $$
 begin
     if tg_op in ('DELETE', 'UPDATE') then
         update emem.tag_vocabulary as v set record_count = v.record_count - removed.records
-        from (select r.tag, pg_catalog.count(*) as records from removed_tags as r group by r.tag order by r.tag) as removed
-        where v.tag = removed.tag;
+        from (select r.lane_name, r.tag, pg_catalog.count(*) as records from removed_tags as r
+              group by r.lane_name, r.tag order by r.lane_name, r.tag) as removed
+        where v.lane_name = removed.lane_name and v.tag = removed.tag;
     end if;
     if tg_op in ('INSERT', 'UPDATE') then
         -- Only a tag seen for the first time needs its words worked out.
-        insert into emem.tag_vocabulary as v (tag, tag_terms, record_count)
-        select added.tag, case when known.tag is null then emem.label_terms(added.tag) else known.tag_terms end,
+        insert into emem.tag_vocabulary as v (lane_name, tag, tag_terms, record_count)
+        select added.lane_name, added.tag,
+               coalesce((select known.tag_terms from emem.tag_vocabulary as known where known.tag = added.tag limit 1),
+                        emem._label_terms(added.tag)),
                added.records
-        from (select a.tag, pg_catalog.count(*) as records from added_tags as a group by a.tag) as added
-        left join emem.tag_vocabulary as known on known.tag = added.tag
-        order by added.tag
-        on conflict (tag) do update set record_count = v.record_count + excluded.record_count;
+        from (select a.lane_name, a.tag, pg_catalog.count(*) as records from added_tags as a
+              group by a.lane_name, a.tag) as added
+        order by added.lane_name, added.tag
+        on conflict (lane_name, tag) do update set record_count = v.record_count + excluded.record_count;
     end if;
     return null;
 end
 $$;
 create trigger record_tags_count_added after insert on emem.record_tags
-    referencing new table as added_tags for each statement execute function emem.count_tags();
+    referencing new table as added_tags for each statement execute function emem._count_tags();
 create trigger record_tags_count_removed after delete on emem.record_tags
-    referencing old table as removed_tags for each statement execute function emem.count_tags();
+    referencing old table as removed_tags for each statement execute function emem._count_tags();
 create trigger record_tags_count_changed after update on emem.record_tags
     referencing old table as removed_tags new table as added_tags
-    for each statement execute function emem.count_tags();
+    for each statement execute function emem._count_tags();
 
-create function emem.forget_tag_counts() returns trigger
+create function emem._forget_tag_counts() returns trigger
 language plpgsql
-security definer  -- as emem.count_tags
+security definer  -- as emem._count_tags
 set search_path = pg_catalog, pg_temp
 as $$
 begin
@@ -93,4 +99,64 @@ begin
 end
 $$;
 create trigger record_tags_truncated after truncate on emem.record_tags
-    for each statement execute function emem.forget_tag_counts();
+    for each statement execute function emem._forget_tag_counts();
+
+-- What hangs on a deleted record, window, space or profile goes with it (what foreign keys
+-- with ON DELETE CASCADE would do); a lane that still holds records cannot be deleted.
+create function emem._delete_dependents() returns trigger
+language plpgsql
+security definer  -- deletes rows of every lane that hang on the deleted ones
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    case tg_table_name
+    when 'records' then
+        delete from emem.record_tags as t using deleted as d where t.record_id = d.record_id;
+        delete from emem.record_vectors as v using deleted as d where v.record_id = d.record_id;
+        delete from emem.window_members as m using deleted as d where m.record_id = d.record_id;
+        delete from emem.edges as e using deleted as d where d.record_id in (e.from_record_id, e.to_record_id);
+    when 'windows' then
+        delete from emem.window_members as m using deleted as d where m.window_id = d.window_id;
+    when 'embedding_spaces' then
+        delete from emem.record_vectors as v using deleted as d where v.space_id = d.space_id;
+        delete from emem.windows as w using deleted as d where w.space_id = d.space_id;
+    when 'agent_profiles' then
+        delete from emem.profile_lanes as p using deleted as d where p.profile_name = d.profile_name;
+        delete from emem.role_profiles as r using deleted as d where r.profile_name = d.profile_name;
+    when 'lanes' then
+        if exists (select from emem.records as r join deleted as d on d.lane_name = r.lane_name) then
+            raise exception 'a lane that holds records cannot be deleted' using errcode = '23503',
+                hint = 'Delete or move its records first.';
+        end if;
+        delete from emem.profile_lanes as p using deleted as d where p.lane_name = d.lane_name;
+    end case;
+    return null;
+end
+$$;
+create trigger records_delete_dependents after delete on emem.records
+    referencing old table as deleted for each statement execute function emem._delete_dependents();
+create trigger windows_delete_dependents after delete on emem.windows
+    referencing old table as deleted for each statement execute function emem._delete_dependents();
+create trigger embedding_spaces_delete_dependents after delete on emem.embedding_spaces
+    referencing old table as deleted for each statement execute function emem._delete_dependents();
+create trigger agent_profiles_delete_dependents after delete on emem.agent_profiles
+    referencing old table as deleted for each statement execute function emem._delete_dependents();
+create trigger lanes_delete_dependents after delete on emem.lanes
+    referencing old table as deleted for each statement execute function emem._delete_dependents();
+
+-- A record moved to another lane takes its tags along (their lane is the record's).
+create function emem._move_tags_with_records() returns trigger
+language plpgsql
+security definer  -- tags of every lane follow their records
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    update emem.record_tags as t set lane_name = a.lane_name
+    from moved_after as a join moved_before as b on b.record_id = a.record_id
+    where t.record_id = a.record_id and a.lane_name is distinct from b.lane_name;
+    return null;
+end
+$$;
+create trigger records_move_tags after update on emem.records
+    referencing old table as moved_before new table as moved_after
+    for each statement execute function emem._move_tags_with_records();

@@ -1,7 +1,73 @@
--- Lanes, agent profiles, role bindings, and the row-level security that keeps every role
--- inside the lanes of its profile. The tables' owner (the extension's owner) and roles with
--- BYPASSRLS read everything; a role bound to no profile reads nothing.
+-- Lanes, agent profiles, role bindings, and who acts: every API function acts for the role the
+-- session acts as (its current role, so a pool that does SET ROLE agent_x works), reads the
+-- lanes of that role's agent profile and writes its write lanes. The extension's owner, its
+-- members and roles with BYPASSRLS read and write everything; a role bound to no profile reads
+-- nothing. Row-level security keeps direct reads of the tables inside the same lanes.
 
+-- A role by its exact name (role names are not parsed: 'Agent' is not 'agent'); NULL if none.
+create function emem._role_named(role_name name) returns regrole
+language sql stable
+set search_path = pg_catalog, pg_temp
+as $$ select r.oid::pg_catalog.regrole from pg_catalog.pg_roles as r where r.rolname = role_name $$;
+comment on function emem._role_named(name) is 'The role with exactly this name, or NULL.';
+
+-- The role the session acts as. Inside the API's SECURITY DEFINER functions current_user is the
+-- owner; the session's current role is what SET ROLE set (the `role` setting), else the login.
+create function emem._acting_role() returns regrole
+language sql stable
+set search_path = pg_catalog, pg_temp
+as $$
+    select emem._role_named(case when pg_catalog.current_setting('role') = 'none' then session_user
+                                 else pg_catalog.current_setting('role')::name end)
+$$;
+comment on function emem._acting_role() is 'The role the session acts as (SET ROLE, else the login role).';
+
+create function emem._reads_everything(role regrole) returns boolean
+language sql stable
+set search_path = pg_catalog, pg_temp
+as $$
+    select r.rolsuper or r.rolbypassrls or pg_catalog.pg_has_role(r.oid, c.relowner, 'USAGE')
+    from pg_catalog.pg_roles as r, pg_catalog.pg_class as c
+    where r.oid = role and c.oid = 'emem.records'::pg_catalog.regclass
+$$;
+comment on function emem._reads_everything(regrole) is
+  'Whether the role reads and writes every lane: a superuser, a role with BYPASSRLS, the extension''s owner or its member.';
+
+-- The lanes a role reads (writing => false) or writes; NULL: every lane.
+create function emem._lanes_of(role regrole, writing boolean) returns text[]
+language sql stable
+set search_path = pg_catalog, pg_temp
+as $$
+    select case when emem._reads_everything(role) then null else array(
+        select pl.lane_name
+        from emem.role_profiles as rp
+        join emem.profile_lanes as pl on pl.profile_name = rp.profile_name
+        where rp.role_id = role and case when writing then pl.can_write else pl.can_read end
+        order by pl.lane_name) end
+$$;
+comment on function emem._lanes_of(regrole, boolean) is
+  'The lanes a role reads (writing => false) or writes, from its agent profile; NULL when it reads and writes every lane.';
+
+-- Fail closed: a read path refuses a role bound to no agent profile outright (no rows, no totals).
+create function emem._readable_lanes_or_refuse() returns text[]
+language plpgsql stable
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    role regrole := emem._acting_role();
+begin
+    if not emem._reads_everything(role) and not exists (select from emem.role_profiles as rp where rp.role_id = role) then
+        raise exception 'role % is bound to no agent profile: it reads nothing', role
+            using errcode = '42501',
+                  hint = 'The extension''s owner binds it: SELECT emem.bind_role(''<role>'', ''<agent profile>'').';
+    end if;
+    return emem._lanes_of(role, false);
+end
+$$;
+comment on function emem._readable_lanes_or_refuse() is
+  'The lanes the acting role reads (NULL: every lane); SQLSTATE 42501 for a role bound to no agent profile.';
+
+-- For row-level security: the lanes the querying role reads.
 create function emem.readable_lanes() returns setof text
 language sql stable
 set search_path = pg_catalog, pg_temp
@@ -9,128 +75,180 @@ as $$
     select pl.lane_name
     from emem.role_profiles as rp
     join emem.profile_lanes as pl on pl.profile_name = rp.profile_name
-    where rp.role_name = current_user
+    where rp.role_id operator(pg_catalog.=) (select r.oid from pg_catalog.pg_roles as r where r.rolname = current_user)
+      and pl.can_read
 $$;
 comment on function emem.readable_lanes() is
-  'The lanes the current role may read and write: those of the agent profile it is bound to.';
+  'The lanes the current role may read: those of the agent profile it is bound to (row-level security uses it).';
 
--- Lane and profile names: the same rule as the tables' check constraints, with a clear error.
-create function emem.check_name(what text, name text) returns void
+-- Lane and profile names: the domain's rule, with a clear error.
+create function emem._check_name(what text, name text) returns void
 language plpgsql immutable
 set search_path = pg_catalog, pg_temp
 as $$
 begin
-    if name is null or name !~ '^[a-z0-9][a-z0-9_.:-]{0,62}$' then
-        raise exception 'invalid % name %', what, coalesce(pg_catalog.quote_literal(name), 'NULL')
-            using errcode = '22023',
-                  hint = pg_catalog.format('A %s name is 1 to 63 characters: lower-case letters, digits and _ . : -,'
-                                           ' starting with a letter or digit.', what);
+    perform name::emem.object_name;
+    if name is null then
+        raise exception using errcode = '23514';
     end if;
+exception when check_violation then
+    raise exception 'invalid % name %', what, coalesce(pg_catalog.quote_literal(pg_catalog.left(name, 100)), 'NULL')
+        using errcode = '22023',
+              hint = pg_catalog.format('A %s name is 1 to 63 characters: lower-case letters, digits and _ . : -,'
+                                       ' starting with a letter or digit.', what);
 end
 $$;
-comment on function emem.check_name(text, text) is 'Refuses a lane or profile name the tables would not accept.';
+comment on function emem._check_name(text, text) is 'Refuses a lane or profile name the emem.object_name domain would not accept.';
 
 create function emem.create_lane(lane_name text) returns text
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 begin
-    perform emem.check_name('lane', lane_name);
+    perform emem._check_name('lane', lane_name);
     insert into emem.lanes (lane_name) values (create_lane.lane_name) on conflict do nothing;
     return lane_name;
 end
 $$;
 comment on function emem.create_lane(text) is 'Creates a lane (no-op when it exists); returns its name.';
 
-create function emem.create_agent_profile(profile_name text, lanes text[]) returns text
-language plpgsql
+create function emem._check_lanes(what text, profile_name text, lanes text[]) returns void
+language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
 declare
     unknown text[];
 begin
-    perform emem.check_name('agent profile', profile_name);
-    if lanes is null or pg_catalog.array_position(lanes, null) is not null then
-        raise exception 'the lanes of agent profile % must be an array of lane names without NULLs', profile_name
-            using errcode = '22023';
+    if lanes is null or pg_catalog.array_position(lanes, null) is not null or pg_catalog.cardinality(lanes) > 1000 then
+        raise exception 'the %lanes of agent profile % must be an array of at most 1000 lane names without NULLs',
+            what, profile_name using errcode = '22023';
     end if;
     select pg_catalog.array_agg(l order by l) into unknown
     from pg_catalog.unnest(lanes) as l
-    where not exists (select from emem.lanes as known where known.lane_name = l);
+    where not exists (select from emem.lanes as known where known.lane_name operator(pg_catalog.=) l);
     if unknown is not null then
-        raise exception 'unknown lane(s) % for agent profile %', unknown, profile_name
+        raise exception 'unknown %lane(s) % for agent profile %', what, unknown, profile_name
             using errcode = '22023', hint = 'Create them first with emem.create_lane(name).';
     end if;
+end
+$$;
+comment on function emem._check_lanes(text, text, text[]) is
+  'Refuses (write) lanes of an agent profile that are not an array of existing lanes; what:  or ''write ''.';
+
+create function emem.create_agent_profile(profile_name text, lanes text[], write_lanes text[] default null)
+returns text
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    perform emem._check_name('agent profile', profile_name);
+    perform emem._check_lanes('', profile_name, lanes);
+    write_lanes := coalesce(write_lanes, lanes);
+    perform emem._check_lanes('write ', profile_name, write_lanes);
     insert into emem.agent_profiles (profile_name) values (create_agent_profile.profile_name)
         on conflict do nothing;
     delete from emem.profile_lanes as pl where pl.profile_name = create_agent_profile.profile_name;
-    insert into emem.profile_lanes (profile_name, lane_name)
-        select distinct create_agent_profile.profile_name, l from pg_catalog.unnest(lanes) as l;
+    insert into emem.profile_lanes (profile_name, lane_name, can_read, can_write)
+        select create_agent_profile.profile_name, l, l = any (lanes), l = any (write_lanes)
+        from (select pg_catalog.unnest(lanes) union select pg_catalog.unnest(write_lanes)) as each_lane (l);
     return profile_name;
 end
 $$;
-comment on function emem.create_agent_profile(text, text[]) is
-  'Creates an agent profile, or replaces its lanes when it exists; returns its name.';
+comment on function emem.create_agent_profile(text, text[], text[]) is
+  'Creates an agent profile, or replaces its lanes when it exists: the lanes it reads, and those it writes (by default the same); returns its name.';
 
 create function emem.bind_role(role_name name, profile_name text) returns void
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    role regrole := emem._role_named(role_name);
 begin
-    if role_name is null or not exists (select from pg_catalog.pg_roles as r where r.rolname = bind_role.role_name) then
+    if role is null then
         raise exception 'unknown database role %', coalesce(pg_catalog.quote_ident(role_name), 'NULL')
             using errcode = '22023';
     end if;
     if profile_name is null or not exists (
-        select from emem.agent_profiles as p where p.profile_name = bind_role.profile_name) then
+        select from emem.agent_profiles as p where p.profile_name operator(pg_catalog.=) bind_role.profile_name) then
         raise exception 'unknown agent profile %', coalesce(pg_catalog.quote_literal(profile_name), 'NULL')
             using errcode = '22023', hint = 'Create it first with emem.create_agent_profile(name, lanes).';
     end if;
-    insert into emem.role_profiles as rp (role_name, profile_name)
-        values (bind_role.role_name, bind_role.profile_name)
+    insert into emem.role_profiles as rp (role_id, profile_name)
+        values (role, bind_role.profile_name)
         on conflict on constraint role_profiles_pkey
         do update set profile_name = excluded.profile_name, bound_at = pg_catalog.now();
 end
 $$;
 comment on function emem.bind_role(name, text) is
-  'Binds a database role to an agent profile (replacing an earlier binding): the role then reads the profile''s lanes.';
+  'Binds a database role to an agent profile (replacing an earlier binding): the role then reads and writes the profile''s lanes. The binding is to the role itself: a role dropped and created again under the same name is not bound.';
 
 -- Row-level security: a record is visible when its lane is readable; rows that belong to
 -- records (tags, vectors, window members) follow their record, an edge both its endpoints.
-alter table emem.lanes enable row level security;
-alter table emem.agent_profiles enable row level security;
-alter table emem.profile_lanes enable row level security;
-alter table emem.role_profiles enable row level security;
-alter table emem.records enable row level security;
-alter table emem.record_tags enable row level security;
-alter table emem.edges enable row level security;
-alter table emem.edge_labels enable row level security;
-alter table emem.record_vectors enable row level security;
-alter table emem.windows enable row level security;
-alter table emem.window_members enable row level security;
-
-create policy own_binding on emem.role_profiles for select using (role_name = current_user);
+create policy own_binding on emem.role_profiles for select
+    using (role_id operator(pg_catalog.=) (select r.oid from pg_catalog.pg_roles as r where r.rolname = current_user));
 create policy own_profile on emem.agent_profiles for select
     using (profile_name in (select rp.profile_name from emem.role_profiles as rp));
 create policy own_profile_lanes on emem.profile_lanes for select
     using (profile_name in (select rp.profile_name from emem.role_profiles as rp));
 create policy readable_lane on emem.lanes for select
     using (lane_name in (select emem.readable_lanes()));
-create policy readable_lane on emem.records
-    using (lane_name in (select emem.readable_lanes()))
-    with check (lane_name in (select emem.readable_lanes()));
-create policy readable_record on emem.record_tags
-    using (exists (select from emem.records as r where r.record_id = record_tags.record_id));
-create policy readable_record on emem.record_vectors
+create policy readable_lane on emem.records for select
+    using (lane_name in (select emem.readable_lanes()));
+create policy readable_lane on emem.record_tags for select
+    using (lane_name in (select emem.readable_lanes()));
+create policy readable_record on emem.record_vectors for select
     using (exists (select from emem.records as r where r.record_id = record_vectors.record_id));
-create policy readable_endpoints on emem.edges
+create policy readable_endpoints on emem.edges for select
     using (exists (select from emem.records as r where r.record_id = edges.from_record_id)
        and exists (select from emem.records as r where r.record_id = edges.to_record_id));
-create policy readable_edge on emem.edge_labels
+create policy readable_edge on emem.edge_labels for select
     using (exists (select from emem.edges as e where e.edge_id = edge_labels.edge_id));
-create policy readable_lane on emem.windows
-    using (lane_name in (select emem.readable_lanes()))
-    with check (lane_name in (select emem.readable_lanes()));
-create policy readable_window on emem.window_members
+create policy readable_lane on emem.windows for select
+    using (lane_name in (select emem.readable_lanes()));
+create policy readable_window on emem.window_members for select
     using (exists (select from emem.windows as w where w.window_id = window_members.window_id)
        and exists (select from emem.records as r where r.record_id = window_members.record_id));
+
+-- The settings an agent profile's finds run under. Checked by the same code that reads them.
+create function emem._check_setting(setting text, value text) returns void
+language plpython3u immutable
+set search_path = pg_catalog, pg_temp
+as $$
+from emem_db.entry import backend
+from emem_db.settings import SettingError, check_setting
+state = backend(GD, plpy, "@EXTVERSION@")
+try:
+    check_setting(setting, value)
+except SettingError as error:
+    state.fail(str(error))
+$$;
+comment on function emem._check_setting(text, text) is 'Refuses an emem setting or value that a find would refuse.';
+
+create function emem.set_agent_setting(profile_name text, setting text, value text) returns jsonb
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    state text; message text; hint text;
+    now_set jsonb;
+begin
+    begin
+        perform emem._check_setting(setting, value);
+    exception when others then
+        get stacked diagnostics state = returned_sqlstate, message = message_text, hint = pg_exception_hint;
+        perform emem._raise_plainly(state, message, '', hint);
+    end;
+    update emem.agent_profiles as p
+        set settings = case when value is null then p.settings - setting
+                            else p.settings || pg_catalog.jsonb_build_object(setting, value) end
+        where p.profile_name operator(pg_catalog.=) set_agent_setting.profile_name
+        returning p.settings into now_set;
+    if not found then
+        raise exception 'unknown agent profile %', coalesce(pg_catalog.quote_literal(profile_name), 'NULL')
+            using errcode = '22023', hint = 'Create it first with emem.create_agent_profile(name, lanes).';
+    end if;
+    return now_set;
+end
+$$;
+comment on function emem.set_agent_setting(text, text, text) is
+  'Sets (value NULL: removes) an emem setting for the finds of an agent profile''s roles: emem.pipeline_profile, emem.record_vector_candidates, emem.window_vector_candidates, emem.lane_isolation (seed or strict). Agents cannot change them in their sessions. Returns the profile''s settings.';

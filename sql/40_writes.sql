@@ -1,12 +1,25 @@
--- The write API. Every function checks its arguments and says what it accepts
--- (SQLSTATE 22023 for a value it does not accept, 42501 for a lane the role may not write).
--- Functions run with the caller's rights: row-level security keeps agents inside their lanes.
+-- The write API. Agents write only through it (they may not write the tables): every function
+-- runs as the extension's owner (SECURITY DEFINER), acts for the session's role
+-- (emem._acting_role()) and writes only into that role's write lanes. Every argument is checked
+-- before anything is written; a refusal says what is accepted (SQLSTATE 22023 for a value it
+-- does not accept, 42501 for a lane the role may not write) and writes nothing.
 
 -- No SET clause, so that it is inlined into bulk writes; every name in it is qualified.
-create function emem.normal_tag(tag text) returns text
+create function emem._normal_tag(tag text) returns text
 language sql immutable strict parallel safe
-as $$ select pg_catalog.lower(pg_catalog.btrim(pg_catalog.regexp_replace(tag, '\s+', ' ', 'g'))) $$;
-comment on function emem.normal_tag(text) is 'How tags are stored: every run of white space one space, trimmed, lower-case.';
+as $$
+    select pg_catalog.lower(pg_catalog.btrim(pg_catalog.regexp_replace(pg_catalog.normalize(tag, 'NFC'),
+        '[\s\u00a0\u1680\u2000-\u200b\u2028\u2029\u202f\u205f\u3000\ufeff]+', ' ', 'g')))
+$$;
+comment on function emem._normal_tag(text) is
+  'How tags are stored: in Unicode''s composed form (NFC), every run of white space (in any script) one space, trimmed, lower-case.';
+
+-- White space in any script counts as white space: a text of only that says nothing.
+create function emem._is_blank(value text) returns boolean
+language sql immutable strict parallel safe
+set search_path = pg_catalog, pg_temp
+as $$ select value operator(pg_catalog.~) '^[\s\u00a0\u1680\u2000-\u200b\u2028\u2029\u202f\u205f\u3000\ufeff]*$' $$;
+comment on function emem._is_blank(text) is 'Whether a text holds nothing but white space (in any script).';
 
 create function emem.create_embedding_space(
     model_name text, dimension integer, fingerprint text default null, activate boolean default false
@@ -17,12 +30,15 @@ as $$
 declare
     new_space_id integer;
 begin
-    if model_name is null or pg_catalog.btrim(model_name) = '' then
-        raise exception 'model_name must be a non-empty text' using errcode = '22023';
+    if model_name is null or emem._is_blank(model_name) or pg_catalog.length(model_name) > 200 then
+        raise exception 'model_name must be a non-empty text of at most 200 characters' using errcode = '22023';
     end if;
     if dimension is null or dimension not between 1 and 2000 then
         raise exception 'dimension % is out of range', coalesce(dimension::text, 'NULL')
             using errcode = '22023', hint = 'Accepted: 1 to 2000 (the most pgvector indexes with HNSW).';
+    end if;
+    if pg_catalog.length(fingerprint) > 200 then
+        raise exception 'fingerprint must be at most 200 characters' using errcode = '22023';
     end if;
     insert into emem.embedding_spaces as s (model_name, dimension, fingerprint)
         values (create_embedding_space.model_name, create_embedding_space.dimension, create_embedding_space.fingerprint)
@@ -43,6 +59,8 @@ language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 begin
+    -- Concurrent activations take turns (each would otherwise see the other's active space gone).
+    lock table emem.embedding_spaces in share row exclusive mode;
     if not exists (select from emem.embedding_spaces as s where s.space_id = activate_embedding_space.space_id) then
         raise exception 'unknown embedding space %', coalesce(space_id::text, 'NULL')
             using errcode = '22023', hint = 'See emem.embedding_spaces for the spaces that exist.';
@@ -56,7 +74,7 @@ $$;
 comment on function emem.activate_embedding_space(integer) is 'Makes the given embedding space the one active space.';
 
 -- The space a vector is written to: the given one, or the active one.
-create function emem.resolve_space(space_id integer) returns emem.embedding_spaces
+create function emem._resolve_space(space_id integer) returns emem.embedding_spaces
 language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
@@ -71,7 +89,7 @@ begin
                       hint = 'Create one with emem.create_embedding_space(model_name, dimension, activate => true).';
         end if;
     else
-        select * into space from emem.embedding_spaces as s where s.space_id = resolve_space.space_id;
+        select * into space from emem.embedding_spaces as s where s.space_id = _resolve_space.space_id;
         if not found then
             raise exception 'unknown embedding space %', space_id using errcode = '22023';
         end if;
@@ -79,9 +97,9 @@ begin
     return space;
 end
 $$;
-comment on function emem.resolve_space(integer) is 'The given embedding space, or the active one when NULL; an error when there is none.';
+comment on function emem._resolve_space(integer) is 'The given embedding space, or the active one when NULL; an error when there is none.';
 
-create function emem.check_vector(embedding public.vector, space emem.embedding_spaces, what text) returns void
+create function emem._check_vector(embedding public.vector, space emem.embedding_spaces, what text) returns void
 language plpgsql immutable
 set search_path = pg_catalog, pg_temp
 as $$
@@ -100,12 +118,99 @@ begin
     end if;
 end
 $$;
-comment on function emem.check_vector(public.vector, emem.embedding_spaces, text) is
+comment on function emem._check_vector(public.vector, emem.embedding_spaces, text) is
   'Refuses a vector that is NULL, of another dimension than the space, or zero (pgvector itself refuses NaN and infinity).';
+
+-- What is wrong with one item of put_records, or NULL. The cheap checks of shape and size; the
+-- values that need a cast (occurred_at, a vector) are parsed afterwards.
+create function emem._item_problem(item jsonb, writable text[]) returns text
+language sql stable
+set search_path = pg_catalog, pg_temp
+as $$
+    select case
+        when pg_catalog.jsonb_typeof(item) <> 'object' then 'is not a JSON object'
+        when exists (select from pg_catalog.jsonb_object_keys(item) as k
+                     where k <> all (array['kind', 'content', 'lane', 'tags', 'authority', 'occurred_at',
+                                           'thread_id', 'thread_position', 'metadata', 'source_key', 'vector']))
+            then 'has an unknown key; accepted: kind, content, lane, tags, authority, occurred_at, '
+                 'thread_id, thread_position, metadata, source_key, vector'
+        when pg_catalog.jsonb_typeof(item->'kind') is distinct from 'string'
+             or item->>'kind' <> all (pg_catalog.enum_range(null::emem.record_kind)::text[])
+            then pg_catalog.format('kind must be one of %s',
+                                   pg_catalog.array_to_string(pg_catalog.enum_range(null::emem.record_kind), ', '))
+        when pg_catalog.jsonb_typeof(item->'content') is distinct from 'string'
+             or emem._is_blank(item->>'content') or pg_catalog.length(item->>'content') > 200000
+            then 'content must be a non-empty text of at most 200000 characters (split longer text into file chunks)'
+        when pg_catalog.jsonb_typeof(item->'lane') is distinct from 'string'
+             or not (writable is null or item->>'lane' = any (writable))
+             or not exists (select from emem.lanes as l where l.lane_name operator(pg_catalog.=) (item->>'lane'))
+            then pg_catalog.format('lane %s is not a lane this role may write (unknown, or outside its agent profile)',
+                                   coalesce(pg_catalog.quote_literal(pg_catalog.left(item->>'lane', 100)), 'NULL'))
+        when emem._has_thread((item->>'kind')::emem.record_kind)
+             and (pg_catalog.jsonb_typeof(item->'thread_id') is distinct from 'string'
+                  or emem._is_blank(item->>'thread_id') or pg_catalog.length(item->>'thread_id') > 500
+                  or pg_catalog.jsonb_typeof(item->'thread_position') is distinct from 'number'
+                  or (item->>'thread_position') !~ '^[0-9]{1,9}$')
+            then 'conversation and file records need a thread_id (a text of at most 500 characters) and a'
+                 ' thread_position (an integer from 0 to 999999999)'
+        when not emem._has_thread((item->>'kind')::emem.record_kind) and (item ? 'thread_id' or item ? 'thread_position')
+            then 'only conversation and file records have a thread_id and thread_position'
+        when item ? 'tags' and (pg_catalog.jsonb_typeof(item->'tags') <> 'array'
+             or pg_catalog.jsonb_array_length(item->'tags') > 1000
+             or pg_catalog.jsonb_path_exists(item->'tags', 'strict $[*] ? (@.type() != "string")')
+             or exists (select from pg_catalog.jsonb_array_elements_text(item->'tags') as t
+                        where emem._is_blank(t) or pg_catalog.length(t) > 200))
+            then 'tags must be an array of at most 1000 texts of 1 to 200 characters, not only white space'
+        when item ? 'authority' and (pg_catalog.jsonb_typeof(item->'authority') <> 'number'
+             or (item->>'authority')::numeric not between 0 and 1)
+            then 'authority must be a number from 0 to 1'
+        when item ? 'occurred_at' and (pg_catalog.jsonb_typeof(item->'occurred_at') <> 'string'
+             or pg_catalog.length(item->>'occurred_at') > 64)
+            then 'occurred_at must be an ISO 8601 date or time as text, such as "2024-03-01T09:30:00Z"'
+        when item ? 'metadata' and pg_catalog.jsonb_typeof(item->'metadata') <> 'object'
+            then 'metadata must be a JSON object'
+        when item ? 'metadata' and pg_catalog.pg_column_size(item->'metadata') > 65536
+            then 'metadata must be at most 64 kB'
+        when item ? 'source_key' and (pg_catalog.jsonb_typeof(item->'source_key') <> 'string'
+             or emem._is_blank(item->>'source_key') or pg_catalog.length(item->>'source_key') > 500)
+            then 'source_key must be a non-empty text of at most 500 characters'
+        when item ? 'vector' and (pg_catalog.jsonb_typeof(item->'vector') not in ('array', 'string')
+             or pg_catalog.length((item->'vector')::text) > 100000)
+            then 'vector must be an array of numbers, or pgvector''s text of one such as "[0.1,0.2,...]"'
+        end
+$$;
+comment on function emem._item_problem(jsonb, text[]) is
+  'What is wrong with one item of emem.put_records (shape, sizes, lane), or NULL.';
+
+-- A value that needs a cast to be checked: the first item whose value does not cast, with why.
+create function emem._first_uncastable(items jsonb, field text, as_type text) returns record
+language plpgsql stable
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    each_item record;
+    found_problem record;
+begin
+    for each_item in select i.n, i.item->>field as value
+                     from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
+                     where i.item ? field order by i.n loop
+        begin
+            execute pg_catalog.format('select %L::%s', each_item.value, as_type);
+        exception when others then
+            select each_item.n as n, sqlerrm as reason into found_problem;
+            return found_problem;
+        end;
+    end loop;
+    return null;
+end
+$$;
+comment on function emem._first_uncastable(jsonb, text, text) is
+  'The number of the first item whose field does not cast to the type, and the cast''s message (for put_records'' errors).';
 
 create function emem.put_records(items jsonb, space_id integer default null)
 returns table (item_number integer, record_id bigint, created boolean)
 language plpgsql
+security definer  -- agents write only through the API, into their own write lanes
 set search_path = pg_catalog, pg_temp
 as $$
 declare
@@ -113,6 +218,8 @@ declare
     space emem.embedding_spaces;
     dimension integer;
     item_count integer;
+    writable text[] := emem._lanes_of(emem._acting_role(), true);
+    times timestamptz[];
     vectors public.vector[];
     stored_ids bigint[];
     new_ids bigint[];
@@ -121,62 +228,26 @@ begin
     if items is null or pg_catalog.jsonb_typeof(items) <> 'array' then
         raise exception 'items must be a JSON array of record objects' using errcode = '22023';
     end if;
+    if pg_catalog.pg_column_size(items) > 64 * 1024 * 1024 then
+        raise exception 'items take % MB: at most 64 MB per call', pg_catalog.pg_column_size(items) / 1048576
+            using errcode = '22023', hint = 'Split the load into batches.';
+    end if;
     item_count := pg_catalog.jsonb_array_length(items);
     if item_count > 50000 then
         raise exception 'at most 50000 items per call, got %', item_count
             using errcode = '22023', hint = 'Split the load into batches.';
     end if;
     if pg_catalog.jsonb_path_exists(items, 'lax $[*].vector') then
-        space := emem.resolve_space(space_id);
+        space := emem._resolve_space(space_id);
         dimension := space.dimension;
     end if;
 
     select i.n, i.reason into problem
     from (
-        select n, case
-            when pg_catalog.jsonb_typeof(item) <> 'object' then 'is not a JSON object'
-            when exists (select from pg_catalog.jsonb_object_keys(item) as k
-                         where k <> all (array['kind', 'content', 'lane', 'tags', 'authority', 'occurred_at',
-                                               'thread_id', 'thread_position', 'metadata', 'source_key', 'vector']))
-                then 'has an unknown key; accepted: kind, content, lane, tags, authority, occurred_at, '
-                     'thread_id, thread_position, metadata, source_key, vector'
-            when coalesce(item->>'kind', '') not in ('note', 'conversation', 'file', 'entity')
-                then 'kind must be one of note, conversation, file, entity'
-            when pg_catalog.jsonb_typeof(item->'content') is distinct from 'string'
-                 or pg_catalog.btrim(item->>'content') = '' or pg_catalog.length(item->>'content') > 200000
-                then 'content must be a non-empty text of at most 200000 characters (split longer text into file chunks)'
-            when not exists (select from emem.lanes as l where l.lane_name = item->>'lane')
-                then pg_catalog.format('lane %s is not a lane this role may write (unknown, or outside its agent profile)',
-                                       coalesce(pg_catalog.quote_literal(item->>'lane'), 'NULL'))
-            when (item->>'kind' in ('conversation', 'file'))
-                 and (pg_catalog.jsonb_typeof(item->'thread_id') is distinct from 'string'
-                      or coalesce(item->>'thread_id', '') = ''
-                      or pg_catalog.jsonb_typeof(item->'thread_position') is distinct from 'number'
-                      or (item->>'thread_position') !~ '^[0-9]{1,9}$')
-                then 'conversation and file records need a thread_id (text) and a thread_position (an integer from 0)'
-            when (item->>'kind' not in ('conversation', 'file')) and (item ? 'thread_id' or item ? 'thread_position')
-                then 'only conversation and file records have a thread_id and thread_position'
-            when item ? 'tags' and (pg_catalog.jsonb_typeof(item->'tags') <> 'array'
-                 or pg_catalog.jsonb_path_exists(item->'tags', 'strict $[*] ? (@.type() != "string")')
-                 or exists (select from pg_catalog.jsonb_array_elements_text(item->'tags') as t
-                            where emem.normal_tag(t) = '' or pg_catalog.length(t) > 200))
-                then 'tags must be an array of texts of 1 to 200 characters, not only white space'
-            when item ? 'authority' and (pg_catalog.jsonb_typeof(item->'authority') <> 'number'
-                 or (item->>'authority')::numeric not between 0 and 1)
-                then 'authority must be a number from 0 to 1'
-            when item ? 'metadata' and pg_catalog.jsonb_typeof(item->'metadata') <> 'object'
-                then 'metadata must be a JSON object'
-            when item ? 'source_key' and (pg_catalog.jsonb_typeof(item->'source_key') <> 'string'
-                 or item->>'source_key' = '')
-                then 'source_key must be a non-empty text'
-            when item ? 'vector' and pg_catalog.jsonb_typeof(item->'vector') not in ('array', 'string')
-                then pg_catalog.format('vector must be an array of %s numbers, or pgvector''s text of one'
-                                       ' such as "[0.1,0.2,...]" (embedding space %s, %s)',
-                                       dimension, space.space_id, space.model_name)
+        select n, coalesce(emem._item_problem(item, writable), case
             when i.n > pg_catalog.min(i.n) over (partition by i.item->>'lane', i.item->>'source_key')
                  and item ? 'source_key'
-                then 'repeats the lane and source_key of an earlier item of this batch'
-            end as reason
+                then 'repeats the lane and source_key of an earlier item of this batch' end) as reason
         from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
     ) as i
     where i.reason is not null
@@ -187,16 +258,39 @@ begin
             using errcode = case when problem.reason like 'lane % is not a lane%' then '42501' else '22023' end;
     end if;
 
-    -- Vectors are parsed once by pgvector (from the array's text, or the string as given: the
-    -- string is the fast form for bulk loads) and stored at unit length: cosine is all emem
-    -- measures, and unit vectors cannot overflow its arithmetic.
+    -- Times and vectors are parsed once, all together; only when one does not parse is each
+    -- item tried on its own, to name it. Vectors are parsed by pgvector (from the array's text,
+    -- or the string as given: the fast form for bulk loads) and stored at unit length: cosine is
+    -- all emem measures, and unit vectors cannot overflow its arithmetic.
+    begin
+        times := array(
+            select (i.item->>'occurred_at')::timestamptz
+            from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n) order by i.n);
+    exception when others then
+        problem := emem._first_uncastable(items, 'occurred_at', 'timestamptz');
+        raise exception 'item %: occurred_at must be an ISO 8601 date or time (%)', problem.n, problem.reason
+            using errcode = '22023';
+    end;
     if dimension is not null then
-        vectors := array(
-            select case when i.item ? 'vector' then
-                       (case when pg_catalog.jsonb_typeof(i.item->'vector') = 'string' then i.item->>'vector'
-                             else (i.item->'vector')::pg_catalog.text end)::public.vector end
-            from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
-            order by i.n);
+        begin
+            vectors := array(
+                select case when i.item ? 'vector' then
+                           (case when pg_catalog.jsonb_typeof(i.item->'vector') = 'string' then i.item->>'vector'
+                                 else (i.item->'vector')::pg_catalog.text end)::public.vector end
+                from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
+                order by i.n);
+        exception when others then
+            problem := emem._first_uncastable(
+                (select pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('vector', case
+                     when pg_catalog.jsonb_typeof(i.item->'vector') = 'string' then i.item->>'vector'
+                     else (i.item->'vector')::pg_catalog.text end) order by i.n)
+                 from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)),
+                'vector', 'public.vector');
+            raise exception 'item %: vector is not a vector of numbers (%)', problem.n, problem.reason
+                using errcode = '22023',
+                      hint = pg_catalog.format('Send %s finite numbers, as an array or as pgvector''s text "[0.1,...]".',
+                                               dimension);
+        end;
         select v.n, public.vector_dims(v.vector) as dimensions into problem
         from pg_catalog.unnest(vectors) with ordinality as v(vector, n)
         where v.vector is not null and (public.vector_dims(v.vector) operator(pg_catalog.<>) dimension
@@ -223,26 +317,29 @@ begin
         select case when stored_ids[n] is null then pg_catalog.nextval('emem.records_record_id_seq') end
         from pg_catalog.generate_series(1, item_count) as n);
 
-    -- Records first, in a statement of their own, so that the row-level security checks of the
-    -- tags and vectors below see them; a key a concurrent writer stored meanwhile is skipped.
+    -- Records first, in a statement of their own, so that the tags and vectors below follow
+    -- them; a key a concurrent writer stored meanwhile is skipped. Rows are written in the
+    -- order of their lane and key, so that concurrent writers of the same keys take the same
+    -- locks in the same order.
     with inserted as (
         insert into emem.records (record_id, kind, content, lane_name, authority, occurred_at,
                                   thread_id, thread_position, metadata, source_key)
-        select new_ids[i.n], x.kind, x.content, x.lane, coalesce(x.authority, 0.5),
-               coalesce(x.occurred_at, pg_catalog.now()), x.thread_id, x.thread_position,
+        select new_ids[i.n], x.kind::emem.record_kind, x.content, x.lane, coalesce(x.authority, 0.5),
+               coalesce(times[i.n], pg_catalog.now()), x.thread_id, x.thread_position,
                coalesce(x.metadata, '{}'), x.source_key
         from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
         cross join lateral pg_catalog.jsonb_to_record(i.item) as x(
-            kind text, content text, lane text, authority real, occurred_at timestamptz,
-            thread_id text, thread_position integer, metadata jsonb, source_key text)
+            kind text, content text, lane text, authority real, thread_id text, thread_position integer,
+            metadata jsonb, source_key text)
         where new_ids[i.n] is not null
+        order by x.lane, x.source_key, i.n
         on conflict (lane_name, source_key) where source_key is not null do nothing
         returning emem.records.record_id
     )
     select coalesce(pg_catalog.array_agg(inserted.record_id), '{}') into created_ids from inserted;
 
-    insert into emem.record_tags (record_id, tag)
-    select distinct new_ids[i.n], emem.normal_tag(t.tag)
+    insert into emem.record_tags (record_id, tag, lane_name)
+    select distinct new_ids[i.n], emem._normal_tag(t.tag), i.item->>'lane'
     from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
     cross join lateral pg_catalog.jsonb_array_elements_text(coalesce(i.item->'tags', '[]')) as t(tag)
     where new_ids[i.n] in (select pg_catalog.unnest(created_ids));
@@ -267,7 +364,7 @@ begin
 end
 $$;
 comment on function emem.put_records(jsonb, integer) is
-  'The bulk path: writes a JSON array of records ({kind, content, lane, tags, authority, occurred_at, thread_id, thread_position, metadata, source_key, vector}), all or nothing; a vector is an array of numbers or, faster, pgvector''s text "[0.1,0.2,...]"; returns each item''s record id. An item whose source_key its lane holds already is not written again (created = false). Vectors are stored at unit length.';
+  'The bulk path: writes a JSON array of records ({kind, content, lane, tags, authority, occurred_at, thread_id, thread_position, metadata, source_key, vector}), all or nothing, into the lanes the role writes; a vector is an array of numbers or, faster, pgvector''s text "[0.1,0.2,...]"; returns each item''s record id. An item whose source_key its lane holds already is not written again (created = false). Vectors are stored at unit length. Limits: 50000 items, 64 MB, content 200000 characters, keys and thread ids 500, tags 200 (1000 per item), metadata 64 kB.';
 
 create function emem.put_record(
     kind text, content text, lane text, tags text[] default '{}', authority real default 0.5,
@@ -286,47 +383,64 @@ $$;
 comment on function emem.put_record(text, text, text, text[], real, timestamptz, text, integer, jsonb, text) is
   'Writes one record with its tags and returns its id (kinds: note, conversation, file, entity; conversation and file records need thread_id and thread_position).';
 
--- A record visible to the caller, or a clear error.
-create function emem.require_record(record_id bigint, what text default 'record') returns emem.records
+-- A record the acting role may read (writing => false) or write, or a clear error. An unreadable
+-- record is an unknown one: its existence is not revealed.
+create function emem._require_record(record_id bigint, what text, writing boolean) returns emem.records
 language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
 declare
+    role regrole := emem._acting_role();
     found_record emem.records;
+    lanes text[];
 begin
-    select * into found_record from emem.records as r where r.record_id = require_record.record_id;
+    select * into found_record from emem.records as r where r.record_id = _require_record.record_id;
+    if found then
+        lanes := emem._lanes_of(role, false);
+        if lanes is not null and found_record.lane_name <> all (lanes) then
+            found := false;
+        end if;
+    end if;
     if not found then
         raise exception 'unknown % %', what, coalesce(record_id::text, 'NULL')
             using errcode = '22023', hint = 'The record does not exist or lies outside the lanes of this role.';
     end if;
+    lanes := emem._lanes_of(role, true);
+    if writing and lanes is not null and found_record.lane_name <> all (lanes) then
+        raise exception '% % lies in lane %, which this role may read but not write', what, record_id,
+            found_record.lane_name using errcode = '42501';
+    end if;
     return found_record;
 end
 $$;
-comment on function emem.require_record(bigint, text) is 'The record with this id when the caller can read it; otherwise an error.';
+comment on function emem._require_record(bigint, text, boolean) is
+  'The record with this id when the acting role can read it (and write it, writing => true); otherwise an error.';
 
-create function emem.check_tags(tags text[]) returns text[]
+create function emem._check_tags(tags text[]) returns text[]
 language plpgsql immutable
 set search_path = pg_catalog, pg_temp
 as $$
 begin
-    if tags is null or pg_catalog.cardinality(tags) = 0 or exists (
-        select from pg_catalog.unnest(tags) as t where t is null or emem.normal_tag(t) = '' or pg_catalog.length(t) > 200) then
-        raise exception 'tags must be a non-empty array of texts of 1 to 200 characters, not only white space'
+    if tags is null or pg_catalog.cardinality(tags) not between 1 and 1000 or exists (
+        select from pg_catalog.unnest(tags) as t where t is null or pg_catalog.length(t) > 200 or emem._is_blank(t)) then
+        raise exception 'tags must be an array of 1 to 1000 texts of 1 to 200 characters, not only white space'
             using errcode = '22023';
     end if;
-    return array(select distinct emem.normal_tag(t) from pg_catalog.unnest(tags) as t order by 1);
+    return array(select distinct emem._normal_tag(t) from pg_catalog.unnest(tags) as t order by 1);
 end
 $$;
-comment on function emem.check_tags(text[]) is 'The given tags, stored form, after checking they are non-empty texts.';
+comment on function emem._check_tags(text[]) is 'The given tags, stored form, after checking they are non-empty texts.';
 
 create function emem.tag_record(record_id bigint, tags text[]) returns void
 language plpgsql
+security definer  -- agents write only through the API, into their own write lanes
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    tagged emem.records := emem._require_record(record_id, 'record', true);
 begin
-    perform emem.require_record(record_id);
-    insert into emem.record_tags (record_id, tag)
-        select tag_record.record_id, t from pg_catalog.unnest(emem.check_tags(tags)) as t
+    insert into emem.record_tags (record_id, tag, lane_name)
+        select tagged.record_id, t, tagged.lane_name from pg_catalog.unnest(emem._check_tags(tags)) as t
         on conflict do nothing;
 end
 $$;
@@ -334,56 +448,79 @@ comment on function emem.tag_record(bigint, text[]) is 'Adds tags to a record (t
 
 create function emem.untag_record(record_id bigint, tags text[]) returns integer
 language plpgsql
+security definer  -- agents write only through the API, into their own write lanes
 set search_path = pg_catalog, pg_temp
 as $$
 declare
     removed integer;
+    unwanted text[] := emem._check_tags(tags);
 begin
-    perform emem.require_record(record_id);
+    perform emem._require_record(record_id, 'record', true);
     delete from emem.record_tags as rt
-        where rt.record_id = untag_record.record_id and rt.tag = any (emem.check_tags(tags));
+        where rt.record_id = untag_record.record_id and rt.tag = any (unwanted);
     get diagnostics removed = row_count;
     return removed;
 end
 $$;
 comment on function emem.untag_record(bigint, text[]) is 'Removes tags from a record; returns how many it had.';
 
+-- Two links with the same ends, relation and properties are one edge.
 create function emem.link_records(
     from_record_id bigint, to_record_id bigint, relation text, properties jsonb default '{}'
 ) returns bigint
 language plpgsql
+security definer  -- agents write only through the API, into their own write lanes
 set search_path = pg_catalog, pg_temp
 as $$
+#variable_conflict use_column
 declare
-    new_edge_id bigint;
+    edge bigint;
+    trimmed_relation text := pg_catalog.btrim(link_records.relation);
 begin
-    perform emem.require_record(from_record_id, 'from record');
-    perform emem.require_record(to_record_id, 'to record');
-    if relation is null or pg_catalog.btrim(relation) = '' or pg_catalog.length(relation) > 200 then
-        raise exception 'relation must be a non-empty text of at most 200 characters' using errcode = '22023';
+    perform emem._require_record(link_records.from_record_id, 'from record', true);
+    perform emem._require_record(link_records.to_record_id, 'to record', false);
+    if link_records.relation is null or emem._is_blank(link_records.relation)
+       or pg_catalog.length(link_records.relation) > 200 or link_records.relation operator(pg_catalog.~) '[[:cntrl:]]' then
+        raise exception 'relation must be a text of 1 to 200 characters, not only white space, without control characters'
+            using errcode = '22023';
     end if;
-    if properties is null or pg_catalog.jsonb_typeof(properties) <> 'object' then
+    if link_records.properties is null or pg_catalog.jsonb_typeof(link_records.properties) <> 'object' then
         raise exception 'properties must be a JSON object' using errcode = '22023';
     end if;
-    insert into emem.edges (from_record_id, to_record_id, relation, properties)
-        values (from_record_id, to_record_id, pg_catalog.btrim(relation), properties)
-        returning edge_id into new_edge_id;
-    return new_edge_id;
+    if pg_catalog.pg_column_size(link_records.properties) > 65536 then
+        raise exception 'properties must be at most 64 kB' using errcode = '22023';
+    end if;
+    if exists (select from pg_catalog.jsonb_path_query(link_records.properties, 'strict $.**') as value
+               where pg_catalog.jsonb_typeof(value) = 'string' and pg_catalog.length(value #>> '{}') > 1000) then
+        raise exception 'a property value is longer than 1000 characters' using errcode = '22023';
+    end if;
+    insert into emem.edges as e (from_record_id, to_record_id, relation, properties)
+        values (link_records.from_record_id, link_records.to_record_id, trimmed_relation, link_records.properties)
+        on conflict (from_record_id, to_record_id, relation, (pg_catalog.md5(properties::text))) do nothing
+        returning e.edge_id into edge;
+    if edge is null then
+        select e.edge_id into edge from emem.edges as e
+        where e.from_record_id = link_records.from_record_id and e.to_record_id = link_records.to_record_id
+          and e.relation = trimmed_relation
+          and pg_catalog.md5(e.properties::text) = pg_catalog.md5(link_records.properties::text);
+    end if;
+    return edge;
 end
 $$;
 comment on function emem.link_records(bigint, bigint, text, jsonb) is
-  'Links two records with a directed edge: a relation name and JSON properties; returns the edge id.';
+  'Links two records with a directed edge (a relation name and JSON properties) and returns its id; the same link again returns the same edge. The from record must lie in a lane the role writes, the to record in one it reads.';
 
 create function emem.put_record_vector(record_id bigint, embedding public.vector, space_id integer default null)
 returns void
 language plpgsql
+security definer  -- agents write only through the API, into their own write lanes
 set search_path = pg_catalog, pg_temp
 as $$
 declare
-    space emem.embedding_spaces := emem.resolve_space(space_id);
+    space emem.embedding_spaces := emem._resolve_space(space_id);
 begin
-    perform emem.require_record(record_id);
-    perform emem.check_vector(embedding, space, 'the record vector');
+    perform emem._require_record(record_id, 'record', true);
+    perform emem._check_vector(embedding, space, 'the record vector');
     insert into emem.record_vectors as rv (space_id, record_id, embedding)
         values (space.space_id, put_record_vector.record_id, public.l2_normalize(embedding))
         on conflict on constraint record_vectors_pkey do update set embedding = excluded.embedding;
@@ -395,19 +532,20 @@ comment on function emem.put_record_vector(bigint, public.vector, integer) is
 create function emem.put_window(member_record_ids bigint[], embedding public.vector, space_id integer default null)
 returns bigint
 language plpgsql
+security definer  -- agents write only through the API, into their own write lanes
 set search_path = pg_catalog, pg_temp
 as $$
 declare
-    space emem.embedding_spaces := emem.resolve_space(space_id);
+    space emem.embedding_spaces := emem._resolve_space(space_id);
     run record;
     new_window_id bigint;
 begin
-    if member_record_ids is null or pg_catalog.cardinality(member_record_ids) = 0
+    if member_record_ids is null or pg_catalog.cardinality(member_record_ids) not between 1 and 1000
        or pg_catalog.array_position(member_record_ids, null) is not null then
-        raise exception 'a window needs a non-empty array of record ids' using errcode = '22023';
+        raise exception 'a window needs an array of 1 to 1000 record ids without NULLs' using errcode = '22023';
     end if;
-    perform emem.require_record(m, 'window member') from pg_catalog.unnest(member_record_ids) as m;
-    perform emem.check_vector(embedding, space, 'the window vector');
+    perform emem._require_record(m, 'window member', true) from pg_catalog.unnest(member_record_ids) as m;
+    perform emem._check_vector(embedding, space, 'the window vector');
     select pg_catalog.min(r.kind) as kind, pg_catalog.count(distinct r.kind) as kinds,
            pg_catalog.min(r.thread_id) as thread_id, pg_catalog.count(distinct r.thread_id) as threads,
            pg_catalog.min(r.lane_name) as lane_name, pg_catalog.count(distinct r.lane_name) as lanes,
@@ -416,7 +554,7 @@ begin
     into run
     from emem.records as r
     where r.record_id in (select pg_catalog.unnest(member_record_ids));
-    if run.kinds <> 1 or run.kind not in ('conversation', 'file') or run.threads <> 1 then
+    if run.kinds <> 1 or not emem._has_thread(run.kind) or run.threads <> 1 then
         raise exception 'window members must all be records of one conversation or of one file'
             using errcode = '22023';
     end if;

@@ -1,4 +1,6 @@
--- Reads with the caller's rights: row-level security keeps them inside the caller's lanes.
+-- Reads for the acting role: only the records of the lanes its agent profile reads (a role
+-- bound to no profile is refused). They run as the extension's owner and filter by lane
+-- themselves, so that they refuse instead of silently answering nothing.
 
 create view emem.record_summaries with (security_invoker = true) as
     select r.record_id, r.kind, r.lane_name as lane, r.content,
@@ -9,12 +11,14 @@ comment on view emem.record_summaries is 'Records with their tags, as the caller
 
 create function emem.records_with_all_tags(tags text[]) returns setof emem.record_summaries
 language sql stable
+security definer  -- filters by the acting role's lanes (emem._readable_lanes_or_refuse)
 set search_path = pg_catalog, pg_temp
 as $$
-    with wanted as (select emem.check_tags(tags) as tags)
+    with wanted as (select emem._check_tags(tags) as tags, emem._readable_lanes_or_refuse() as lanes)
     select s.*
-    from emem.record_summaries as s
-    where s.record_id in (
+    from emem.record_summaries as s, wanted
+    where (wanted.lanes is null or s.lane operator(pg_catalog.=) any (wanted.lanes))
+      and s.record_id in (
         select rt.record_id
         from emem.record_tags as rt, wanted
         where rt.tag operator(pg_catalog.=) any (wanted.tags)
@@ -23,21 +27,26 @@ as $$
     order by s.record_id
 $$;
 comment on function emem.records_with_all_tags(text[]) is
-  'Label intersection: every record (in the caller''s lanes) carrying all of the given tags, nothing else.';
+  'Label intersection: every record (in the caller''s lanes) carrying all of the given tags (1 to 1000), nothing else.';
 
 create function emem.e_timeline(
-    from_time timestamptz, to_time timestamptz, page integer default 1, page_size integer default 30,
+    from_time timestamptz, to_time timestamptz default null, page integer default 1, page_size integer default 30,
     kinds text[] default null, tags text[] default null
 ) returns setof emem.record_summaries
 language plpgsql stable
+security definer  -- filters by the acting role's lanes (emem._readable_lanes_or_refuse)
 set search_path = pg_catalog, pg_temp
 as $$
 declare
+    lanes text[] := emem._readable_lanes_or_refuse();
     wanted_tags text[];
+    wanted_kinds emem.record_kind[];
 begin
-    if from_time is null or to_time is null or from_time > to_time then
+    to_time := coalesce(to_time, 'infinity');
+    if from_time is null or from_time > to_time then
         raise exception 'the timeline needs from_time <= to_time, got % and %',
-            coalesce(from_time::text, 'NULL'), coalesce(to_time::text, 'NULL') using errcode = '22023';
+            coalesce(from_time::text, 'NULL'), to_time using errcode = '22023',
+            hint = 'to_time may be NULL: no upper bound.';
     end if;
     if page is null or page not between 1 and 100000 then
         raise exception 'page % is out of range', coalesce(page::text, 'NULL')
@@ -47,20 +56,23 @@ begin
         raise exception 'page_size % is out of range', coalesce(page_size::text, 'NULL')
             using errcode = '22023', hint = 'Accepted: 1 to 1000.';
     end if;
-    if kinds is not null and not kinds <@ array['note', 'conversation', 'file', 'entity'] then
-        raise exception 'kinds % holds an unknown kind', kinds
-            using errcode = '22023', hint = 'Accepted kinds: note, conversation, file, entity.';
+    if kinds is not null and (pg_catalog.cardinality(kinds) > 100
+       or not kinds <@ pg_catalog.enum_range(null::emem.record_kind)::text[]) then
+        raise exception 'kinds holds an unknown kind' using errcode = '22023',
+            hint = 'Accepted kinds: ' || pg_catalog.array_to_string(pg_catalog.enum_range(null::emem.record_kind), ', ') || '.';
     end if;
-    wanted_tags := case when e_timeline.tags is not null then emem.check_tags(e_timeline.tags) end;
+    wanted_kinds := kinds::emem.record_kind[];
+    wanted_tags := case when e_timeline.tags is not null then emem._check_tags(e_timeline.tags) end;
     return query
         select s.*
         from emem.record_summaries as s
         where s.occurred_at between from_time and to_time
-          and (e_timeline.kinds is null or s.kind = any (e_timeline.kinds))
+          and (lanes is null or s.lane = any (lanes))
+          and (wanted_kinds is null or s.kind = any (wanted_kinds))
           and (wanted_tags is null or s.tags @> wanted_tags)
         order by s.occurred_at, s.record_id
         limit page_size offset (page - 1) * page_size;
 end
 $$;
 comment on function emem.e_timeline(timestamptz, timestamptz, integer, integer, text[], text[]) is
-  'Records by date (occurred_at, then id) between from_time and to_time inclusive, in the caller''s lanes; optional filters: kinds, tags (all of them).';
+  'Records by date (occurred_at, then id) between from_time and to_time inclusive (NULL: no upper bound), in the caller''s lanes; optional filters: kinds, tags (all of them).';

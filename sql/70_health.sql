@@ -12,6 +12,9 @@ declare
     reasons text[] := '{}';
     stored_dimensions integer[];
 begin
+    if pg_catalog.length(model_name) > 200 or pg_catalog.length(fingerprint) > 200 then
+        raise exception 'model_name and fingerprint must be at most 200 characters' using errcode = '22023';
+    end if;
     select * into space from emem.embedding_spaces as s where s.is_active;
     if not found then
         reasons := pg_catalog.array_append(reasons, 'no_active_space');

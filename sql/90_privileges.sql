@@ -1,16 +1,30 @@
--- Who may do what. Agents (any role) read and write through row-level security; setting up
--- lanes, profiles, bindings and embedding spaces is for the extension's owner.
+-- Who may do what. Agents (any role) call the API below; it acts for them within their lanes.
+-- They read the tables directly under row-level security, and write nothing directly (no
+-- chosen record ids, no rows around the API's checks). Setting up lanes, profiles, bindings
+-- and embedding spaces is for the extension's owner. Everything else is private.
 
+revoke all on all tables in schema emem from public;
+revoke all on all sequences in schema emem from public;
+revoke all on all functions in schema emem from public;
 grant usage on schema emem to public;
 grant select on all tables in schema emem to public;
-grant insert, update, delete on emem.records, emem.record_tags, emem.edges, emem.edge_labels,
-    emem.record_vectors, emem.windows, emem.window_members to public;
-grant usage on all sequences in schema emem to public;
-revoke all on emem.lanes, emem.agent_profiles, emem.profile_lanes, emem.role_profiles,
-    emem.embedding_spaces from public;
-grant select on emem.lanes, emem.agent_profiles, emem.profile_lanes, emem.role_profiles,
-    emem.embedding_spaces to public;
-revoke execute on function emem.create_lane(text), emem.create_agent_profile(text, text[]),
-    emem.bind_role(name, text), emem.create_embedding_space(text, integer, text, boolean),
-    emem.activate_embedding_space(integer) from public;
-revoke all on emem.tag_vocabulary from public;
+revoke select on emem.tag_vocabulary from public;
+
+grant execute on function
+    emem.e_gather_find(text, public.vector, integer, integer, text, text),
+    emem.e_gather_find_envelope(text, public.vector, integer, integer, text, text),
+    emem.e_gather_explain(text, public.vector, integer, integer, text, text),
+    emem.e_timeline(timestamptz, timestamptz, integer, integer, text[], text[]),
+    emem.records_with_all_tags(text[]),
+    emem.e_health(text, integer, text),
+    emem.analyse_question(text),
+    emem.lookup_registry(),
+    emem.readable_lanes(),
+    emem.put_records(jsonb, integer),
+    emem.put_record(text, text, text, text[], real, timestamptz, text, integer, jsonb, text),
+    emem.tag_record(bigint, text[]),
+    emem.untag_record(bigint, text[]),
+    emem.link_records(bigint, bigint, text, jsonb),
+    emem.put_record_vector(bigint, public.vector, integer),
+    emem.put_window(bigint[], public.vector, integer)
+to public;

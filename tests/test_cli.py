@@ -87,9 +87,9 @@ def test_init_creates_the_space_lanes_profiles_and_bindings(
     assert db.execute("select model_name, dimension, is_active from emem.embedding_spaces").fetchall() == [
         ("test-hash-8", 8, True)
     ]
-    assert db.execute("select profile_name from emem.role_profiles where role_name = %s", (role,)).fetchone() == (
-        "reader",
-    )
+    assert db.execute(
+        "select profile_name from emem.role_profiles where role_id = %s::regrole", (role,)
+    ).fetchone() == ("reader",)
     code, out, _ = emem("init", "--lane", "team")  # again: nothing new, still fine
     assert (code, out.splitlines()[0]) == (0, "embedding space 1: test-hash-8 (8 dimensions), active")
 

@@ -81,8 +81,25 @@ def test_edge_across_lanes_is_visible_to_neither_agent(two_lanes: dict[str, str]
 def test_role_with_no_profile_reads_nothing(two_lanes: dict[str, str], dsn, table: str) -> None:
     with connect_as(dsn, two_lanes["none"]) as conn:
         assert conn.execute(f"select count(*) from emem.{table}").fetchone()[0] == 0
-        envelope = conn.execute("select emem.e_gather_find_envelope('invoice', '[1,0,0]')").fetchone()[0]
-        assert envelope["rows"] == []
+
+
+READ_PATHS = [
+    "select emem.e_gather_find_envelope('invoice', '[1,0,0]')",
+    "select * from emem.e_gather_find('invoice', null)",
+    "select emem.e_gather_explain('invoice', '[1,0,0]')",
+    "select * from emem.e_timeline('-infinity', 'infinity')",
+    "select * from emem.records_with_all_tags(array['invoice'])",
+]
+
+
+@pytest.mark.parametrize("read", READ_PATHS)
+def test_role_with_no_profile_is_refused_by_every_read_path(two_lanes: dict[str, str], dsn, read: str) -> None:
+    """Fail closed: no rows and no totals, but a clear refusal."""
+    with (
+        connect_as(dsn, two_lanes["none"]) as conn,
+        pytest.raises(errors.InsufficientPrivilege, match="bound to no agent profile"),
+    ):
+        conn.execute(read)
 
 
 def test_owner_reads_every_lane(two_lanes: dict[str, str], db: psycopg.Connection) -> None:
@@ -120,8 +137,8 @@ def test_agent_cannot_write_into_another_lane(two_lanes: dict[str, str], dsn) ->
 
 def test_profile_cannot_be_claimed(two_lanes: dict[str, str], dsn) -> None:
     with connect_as(dsn, two_lanes["sales"]) as conn:
-        with pytest.raises(errors.InsufficientPrivilege, match="cannot act as role"):
-            conn.execute("select emem.gather_for_role(%s, 'invoice', null, 1, 30)", (two_lanes["hr"],))
+        with pytest.raises(errors.InsufficientPrivilege, match="permission denied for function _gather"):
+            conn.execute("select emem._gather('invoice', null, 1, 30, false, null, null)")
         with pytest.raises(errors.InsufficientPrivilege):
             conn.execute(f"set role {two_lanes['hr']}")
         conn.execute("set emem.profile = 'hr_agent'")

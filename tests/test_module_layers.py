@@ -10,7 +10,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "plpython" / "emem_db"
 # From the top (the pipeline) to the bottom (what everything shares).
 LAYERS = [
     ["find"],
-    ["profile", "totals"],
+    ["settings", "totals"],
+    ["profile"],
     ["registry"],
     ["lookups.tags", "lookups.fulltext", "lookups.vectors"],
     ["lists.tiered"],

@@ -281,7 +281,7 @@ def test_catalog_of_two_fresh_installs_is_the_same(db: psycopg.Connection) -> No
 CHANGES = [
     (
         "functions",
-        "create or replace function emem.normal_tag(tag text) returns text language sql immutable strict"
+        "create or replace function emem._normal_tag(tag text) returns text language sql immutable strict"
         " set search_path = pg_catalog, pg_temp as $$ select pg_catalog.lower(tag) $$",
     ),
     ("functions", "alter function emem.readable_lanes() reset search_path"),
@@ -293,14 +293,14 @@ CHANGES = [
     ("columns", "alter table emem.lanes add column note text"),
     ("columns", "alter table emem.records alter column authority set default 0.7"),
     ("indexes", "create index lanes_by_time on emem.lanes (created_at)"),
-    ("constraints", "alter table emem.lanes drop constraint lane_name_format"),
+    ("constraints", "alter table emem.records drop constraint content_size"),
     ("policies", "drop policy readable_lane on emem.windows"),
     ("relations", "revoke select on emem.embedding_spaces from public"),
     ("relations", "comment on table emem.records is 'changed'"),
     ("relations", "alter table emem.edges disable row level security"),
     ("triggers", "drop trigger edges_refresh_labels on emem.edges"),
     ("views", "a condition added to emem.record_summaries"),
-    ("members", "alter extension emem drop function emem.normal_tag(text)"),
+    ("members", "alter extension emem drop function emem._normal_tag(text)"),
     ("extension", "select pg_catalog.pg_extension_config_dump('emem.lanes', 'where false')"),
 ]
 
@@ -368,6 +368,7 @@ def test_user_data_survives_the_update(db: psycopg.Connection, path: tuple[str, 
         # The release's own find cannot run here (its SQL calls the modules it shipped with): what
         # a find of 'apollo' must answer after the update is every note tagged so.
         apollo = {r[0] for r in conn.execute("select record_id from emem.record_tags where tag = 'apollo'")}
+        emulate_modules_of(conn, new)  # the update's own statements call the modules as release `new`
         conn.execute(sql.SQL("alter extension emem update to {}").format(new))
         info = conn.info
         with psycopg.connect(
@@ -419,3 +420,10 @@ def test_frozen_release_scripts_match_their_manifest() -> None:
     )
     frozen = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in RELEASES.glob("emem--*.sql")}
     assert frozen == manifest
+
+
+@pytest.mark.parametrize("step", sorted((SQL / "upgrade").glob(f"emem--*--{CURRENT}.sql")), ids=lambda p: p.name)
+def test_upgrade_into_the_current_version_is_its_steps_and_the_code(step: Path) -> None:
+    """An upgrade creates the code again exactly as a fresh install does (make upgrade-script)."""
+    code = "".join(p.read_text() for p in sorted(SQL.glob("[2-9][0-9]_*.sql")))
+    assert (SQL / step.name).read_text() == (step.read_text() + code).replace("@EXTVERSION@", CURRENT)

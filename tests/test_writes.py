@@ -83,12 +83,12 @@ def test_put_record_returns_its_id_with_tags(db: psycopg.Connection, space: int)
         ({"lane": "nowhere"}, "lane 'nowhere' is not a lane this role may write"),
         ({"kind": "conversation"}, "need a thread_id"),
         ({"thread_id": "c1"}, "only conversation and file records have a thread_id"),
-        ({"tags": ["ok", " \t"]}, "tags must be an array of texts of 1 to 200 characters"),
+        ({"tags": ["ok", " \t"]}, "tags must be an array of at most 1000 texts of 1 to 200 characters"),
         ({"authority": 2}, "authority must be a number from 0 to 1"),
         ({"metadata": [1]}, "metadata must be a JSON object"),
         ({"vector": [1, 2]}, "vector has 2 dimensions but embedding space"),
         ({"vector": "[1,2,3,4]"}, "vector has 4 dimensions but embedding space"),
-        ({"vector": {"x": 1}}, "vector must be an array of 3 numbers, or pgvector.s text"),
+        ({"vector": {"x": 1}}, "vector must be an array of numbers, or pgvector.s text"),
         ({"vector": [0, 0, 0]}, "zero vector"),
         ({"colour": "red"}, "has an unknown key"),
     ],
@@ -168,7 +168,7 @@ def test_tag_and_untag(db: psycopg.Connection, space: int) -> None:
     db.execute("select emem.tag_record(%s, array['a'])", (record_id,))
     assert db.execute("select emem.untag_record(%s, array['B', 'zzz'])", (record_id,)).fetchone()[0] == 1
     assert db.execute("select tag from emem.record_tags").fetchall() == [("a",)]
-    with pytest.raises(errors.InvalidParameterValue, match="tags must be a non-empty array"):
+    with pytest.raises(errors.InvalidParameterValue, match="tags must be an array of 1 to 1000 texts"):
         db.execute("select emem.tag_record(%s, array[''])", (record_id,))
     with pytest.raises(errors.InvalidParameterValue, match="unknown record 0"):
         db.execute("select emem.tag_record(0, array['a'])")
@@ -186,7 +186,7 @@ def test_link_records_keeps_relation_and_property_labels(db: psycopg.Connection,
         db.execute("select emem.link_records(%s, 77, 'billed')", (kowalski,))
     with pytest.raises(errors.InvalidParameterValue, match="properties must be a JSON object"):
         db.execute("select emem.link_records(%s, %s, 'billed', '[1]')", (kowalski, apollo))
-    with pytest.raises(errors.InvalidParameterValue, match="relation must be a non-empty text"):
+    with pytest.raises(errors.InvalidParameterValue, match="relation must be a text of 1 to 200 characters"):
         db.execute("select emem.link_records(%s, %s, ' ')", (kowalski, apollo))
 
 
@@ -213,7 +213,7 @@ def test_window_over_consecutive_turns(db: psycopg.Connection, space: int) -> No
         (lambda a, b, note: [a[0], b[1]], "one conversation or of one file"),
         (lambda a, b, note: [note], "one conversation or of one file"),
         (lambda a, b, note: [a[0], a[0]], "must be consecutive"),
-        (lambda a, b, note: [], "non-empty array"),
+        (lambda a, b, note: [], "an array of 1 to 1000 record ids"),
     ],
 )
 def test_window_members_must_be_consecutive_records_of_one_thread(

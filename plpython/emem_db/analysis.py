@@ -2,6 +2,7 @@
 for questions and for labels (tags, edge properties and relation names)."""
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from emem_db.lexicon import Lexicon
@@ -33,9 +34,10 @@ class QuestionAnalysis:
 
 
 def tokens(text: str) -> list[str]:
-    """Tokens as typed, without a trailing possessive."""
+    """Tokens as typed (in Unicode's composed form, NFC, as stored text is searched), without a
+    trailing possessive."""
     found = []
-    for token in TOKEN_PATTERN.findall(text):
+    for token in TOKEN_PATTERN.findall(unicodedata.normalize("NFC", text)):
         for suffix in POSSESSIVE_SUFFIXES:
             if token.lower().endswith(suffix) and len(token) > len(suffix):
                 token = token[: -len(suffix)]

@@ -5,14 +5,20 @@ cached in a backend after `ALTER EXTENSION emem UPDATE`, so the loaded version i
 with the caller's on every call and a mismatch tells the user to reconnect.
 """
 
-from typing import Any
+import time
+from typing import Any, NoReturn
 
 from emem_db._version import VERSION
-from emem_db.analysis import Analyser
+from emem_db.analysis import Analyser, QuestionAnalysis
 from emem_db.lexicon import Lexicon
 from emem_db.tuning import DEFAULT_TUNING, Tuning
 
 STATE_KEY = "emem_db"
+# The longest text analysed: a question, or a label (tags and relations are at most 200
+# characters, property values 1000). Longer text is refused before Python sees it whole.
+MAX_ANALYSED_CHARS = 10_000
+# How often long Python loops let the server act on a cancel or statement_timeout.
+INTERRUPT_CHECK_SECONDS = 0.05
 
 
 class Backend:
@@ -26,12 +32,40 @@ class Backend:
         self.plans: dict[tuple, Any] = {}
         # (when emem.records was last analysed, {lexeme: share of records}): lookups.fulltext.common_lexemes
         self.common_lexemes: tuple[tuple, dict[str, float]] | None = None
+        # (when the server read its configuration files, {emem setting: value}): find.OwnerSettings
+        self.file_settings: tuple[Any, dict[str, str]] | None = None
+        self._last_interrupt_check = 0.0
 
     @property
     def analyser(self) -> Analyser:
         if self._analyser is None:
             self._analyser = Analyser(Lexicon.load())
         return self._analyser
+
+    def fail(self, message: str, hint: str | None = None, sqlstate: str = "22023") -> NoReturn:
+        fields = {"sqlstate": sqlstate} if hint is None else {"sqlstate": sqlstate, "hint": hint}
+        self.plpy.error(message, **fields)
+        raise AssertionError("plpy.error raises")
+
+    def analyse(self, question: str) -> QuestionAnalysis:
+        self.check_size("the question", question)
+        return self.analyser.analyse(question)
+
+    def label_terms(self, label: str) -> list[str]:
+        self.check_size("the label", label)
+        return self.analyser.label_terms(label)
+
+    def check_size(self, what: str, text: str) -> None:
+        if len(text) > MAX_ANALYSED_CHARS:
+            self.fail(f"{what} has {len(text)} characters", hint=f"Accepted: at most {MAX_ANALYSED_CHARS} characters.")
+
+    def check_interrupts(self) -> None:
+        """Python loops do not see a cancel or a statement_timeout; a statement does, so a long
+        loop runs a trivial one every INTERRUPT_CHECK_SECONDS."""
+        now = time.monotonic()
+        if now - self._last_interrupt_check >= INTERRUPT_CHECK_SECONDS:
+            self._last_interrupt_check = now
+            self.plpy.execute(self.plan("select", []))
 
     def plan(self, sql: str, types: list[str]) -> Any:
         """A prepared plan, kept for the life of the backend."""

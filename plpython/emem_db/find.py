@@ -1,40 +1,50 @@
-"""e_gather_find inside the database: checks, the lookups the pipeline profile lists (from the
-registry), the merge, pages cut before the lane filter, the totals, and degraded mode."""
+"""e_gather_find inside the database: checks, who asks (the acting role and its lanes), the
+settings it runs under, the lookups the pipeline profile lists (from the registry), the merge,
+pages cut before the lane filter, the totals, degraded mode, and explain."""
 
 import json
 import math
 import time
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from emem_db.entry import Backend
 from emem_db.lists.base import CandidateList
 from emem_db.merge import Placement, interleave
-from emem_db.profile import ProfileError, parse_profile
 from emem_db.reader import Reader, Request, Space
 from emem_db.registry import BY_NAME
+from emem_db.settings import SettingError, find_settings, owner_values, session_values
 from emem_db.totals import total_candidates
 
 MAX_PAGE = 100_000
 MAX_PAGE_SIZE = 1_000
+MAX_REACH = 100_000  # the deepest record of the merged list a find reads (page * page_size)
 MAX_QUESTION_CHARS = 10_000
+MAX_DECLARATION_CHARS = 200
 WORST_DISTANCE = 2.0
-# Each vector lookup's candidate count: its setting and the default (as in control/emem.conf).
-CANDIDATE_SETTINGS = {
-    "record_vectors": ("emem.record_vector_candidates", 100),
-    "window_vectors": ("emem.window_vector_candidates", 20),
-}
-MAX_CANDIDATES = 1_000  # pgvector's largest hnsw.ef_search
 DEGRADED_NO_VECTOR = "no_vector"
+DEGRADED_DECLARATION_MISMATCH = "declaration_mismatch"
 
 
 @dataclass(frozen=True)
 class Caller:
+    """The role a find acts for: whether it reads every lane, else its agent profile's lanes."""
+
+    role: str
     reads_all: bool
+    profile: str | None
     lanes: frozenset[str]
 
     def may_read(self, lane: str) -> bool:
         return self.reads_all or lane in self.lanes
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """The model the question vector was made with, as the client's gateway declares it."""
+
+    model_name: str | None
+    fingerprint: str | None
 
 
 class Gather:
@@ -45,15 +55,18 @@ class Gather:
     # ---- checks -------------------------------------------------------------------------
 
     def fail(self, message: str, hint: str | None = None, sqlstate: str = "22023") -> NoReturn:
-        fields = {"sqlstate": sqlstate} if hint is None else {"sqlstate": sqlstate, "hint": hint}
-        self.plpy.error(message, **fields)
-        raise AssertionError("plpy.error raises")
+        self.state.fail(message, hint, sqlstate)
 
     def check_page(self, page: int | None, page_size: int | None) -> None:
         if page is None or not 1 <= page <= MAX_PAGE:
             self.fail(f"page {page} is out of range", hint=f"Accepted: 1 to {MAX_PAGE}.")
         if page_size is None or not 1 <= page_size <= MAX_PAGE_SIZE:
             self.fail(f"page_size {page_size} is out of range", hint=f"Accepted: 1 to {MAX_PAGE_SIZE}.")
+        if page * page_size > MAX_REACH:
+            self.fail(
+                f"page {page} of {page_size} reaches record {page * page_size} of the merged list",
+                hint=f"Accepted: page * page_size at most {MAX_REACH}; narrow the question instead of paging deeper.",
+            )
 
     def check_question(self, question: str | None) -> str:
         if question is None or not question.strip():
@@ -67,67 +80,84 @@ class Gather:
             self.fail("the question contains a NUL character")
         return question
 
-    def caller(self, role: str) -> Caller:
+    def check_declaration(self, declaration: Declaration) -> None:
+        for what, value in (("model_name", declaration.model_name), ("model_fingerprint", declaration.fingerprint)):
+            if value is not None and len(value) > MAX_DECLARATION_CHARS:
+                self.fail(f"{what} has {len(value)} characters", hint=f"Accepted: at most {MAX_DECLARATION_CHARS}.")
+
+    def caller(self) -> Caller:
+        """The acting role; a role bound to no agent profile reads nothing and is refused."""
         row = self.plpy.execute(
             self.state.plan(
                 """
-            select r.rolsuper or r.rolbypassrls
-                       or pg_catalog.pg_has_role($1, c.relowner, 'USAGE') as reads_all,
-                   $1 operator(pg_catalog.=) session_user
-                       or case when pg_catalog.current_setting('server_version_num')::int >= 160000
-                               then pg_catalog.pg_has_role(session_user, $1, 'SET')
-                               else pg_catalog.pg_has_role(session_user, $1, 'MEMBER') end as may_act,
-                   array(select pl.lane_name from emem.role_profiles as rp
-                         join emem.profile_lanes as pl on pl.profile_name = rp.profile_name
-                         where rp.role_name = $1) as lanes
-            from pg_catalog.pg_roles as r, pg_catalog.pg_class as c
-            where r.rolname = $1 and c.oid = 'emem.records'::pg_catalog.regclass
-            """,
-                ["name"],
-            ),
-            [role],
-        )
-        if not row or not row[0]["may_act"]:
-            self.fail(f"this session cannot act as role {role}", sqlstate="42501")
-        return Caller(bool(row[0]["reads_all"]), frozenset(row[0]["lanes"] or ()))
-
-    def request(self, question: str | None, vector: str | None) -> Request:
-        question = self.check_question(question)
-        settings = self.plpy.execute(
-            self.state.plan(
-                "select pg_catalog.current_setting('emem.pipeline_profile', true) as profile,"
-                " pg_catalog.current_setting('emem.record_vector_candidates', true) as record_vectors,"
-                " pg_catalog.current_setting('emem.window_vector_candidates', true) as window_vectors",
+                select r.rolname::text as role, emem._reads_everything(r.oid::pg_catalog.regrole) as reads_all,
+                       rp.profile_name, emem._lanes_of(r.oid::pg_catalog.regrole, false) as lanes
+                from pg_catalog.pg_roles as r
+                left join emem.role_profiles as rp on rp.role_id = r.oid::pg_catalog.regrole
+                where r.oid = emem._acting_role()::pg_catalog.oid
+                """,
                 [],
             )
         )[0]
+        if not row["reads_all"] and row["profile_name"] is None:
+            self.fail(
+                f"role {row['role']} is bound to no agent profile: it reads nothing",
+                hint="The extension's owner binds it: SELECT emem.bind_role('<role>', '<agent profile>').",
+                sqlstate="42501",
+            )
+        return Caller(row["role"], bool(row["reads_all"]), row["profile_name"], frozenset(row["lanes"] or ()))
+
+    def request(self, caller: Caller, question: str | None, vector: str | None, declaration: Declaration) -> Request:
+        question = self.check_question(question)
+        self.check_declaration(declaration)
+        values = session_values(self.state) if caller.reads_all else owner_values(self.state, caller.profile or "")
         try:
-            weights = parse_profile(settings["profile"])
-        except ProfileError as error:
-            self.fail(f"emem.pipeline_profile: {error}")
-        counts = {
-            name: self.candidate_count(setting, settings[name], default)
-            for name, (setting, default) in CANDIDATE_SETTINGS.items()
-        }
+            settings = find_settings(values)
+        except SettingError as error:
+            self.fail(str(error))
         space = self.active_space()
+        degraded_reason = DEGRADED_NO_VECTOR if vector is None else None
+        if vector is not None and not self.declared_model_is(space, declaration):
+            vector, degraded_reason = None, DEGRADED_DECLARATION_MISMATCH
         if vector is not None:
             vector = self.unit_vector(vector, space)
-        return Request(question, vector, self.state.analyser.analyse(question), weights, space, counts)
-
-    def candidate_count(self, setting: str, value: str | None, default: int) -> int:
-        if value is None or value == "":
-            return default
-        if not value.strip().isdigit() or not 1 <= int(value) <= MAX_CANDIDATES:
-            self.fail(
-                f"{setting} = {value!r} is out of range", hint=f"Accepted: an integer from 1 to {MAX_CANDIDATES}."
-            )
-        return int(value)
+        lanes = tuple(sorted(caller.lanes)) if settings.strict and not caller.reads_all else None
+        return Request(
+            question,
+            vector,
+            self.state.analyse(question),
+            settings.pipeline_profile,
+            space,
+            settings.candidate_counts,
+            lanes,
+            degraded_reason,
+            settings.strict,
+        )
 
     def active_space(self) -> Space | None:
         rows = self.plpy.execute(
-            self.state.plan("select space_id, dimension, model_name from emem.embedding_spaces where is_active", [])
+            self.state.plan(
+                "select space_id, dimension, model_name, fingerprint from emem.embedding_spaces where is_active", []
+            )
         )
-        return Space(rows[0]["space_id"], rows[0]["dimension"], rows[0]["model_name"]) if rows else None
+        if not rows:
+            return None
+        row = rows[0]
+        return Space(row["space_id"], row["dimension"], row["model_name"], row["fingerprint"])
+
+    @staticmethod
+    def declared_model_is(space: Space | None, declaration: Declaration) -> bool:
+        """A vector of another model than the active space's answers nothing true: a declared
+        model name or fingerprint that differs from the space's means the vector is not used."""
+        if space is None:
+            return True  # unit_vector refuses the vector with its own message
+        name_differs = declaration.model_name is not None and declaration.model_name != space.model_name
+        fingerprint_differs = (
+            declaration.fingerprint is not None
+            and space.fingerprint is not None
+            and declaration.fingerprint != space.fingerprint
+        )
+        return not (name_differs or fingerprint_differs)
 
     def unit_vector(self, vector: str, space: Space | None) -> str:
         """The question vector at unit length, as the stored vectors are, after checking it."""
@@ -157,6 +187,36 @@ class Gather:
 
     # ---- find ---------------------------------------------------------------------------
 
+    def prepare(
+        self, question: str | None, vector: str | None, page: int, page_size: int, declaration: Declaration
+    ) -> tuple[Caller, Request, "PageResult"]:
+        self.check_page(page, page_size)
+        caller = self.caller()
+        request = self.request(caller, question, vector, declaration)
+        return caller, request, self.page_of(request, page, page_size)
+
+    def find(
+        self,
+        question: str | None,
+        vector: str | None,
+        page: int,
+        page_size: int,
+        declaration: Declaration = Declaration(None, None),
+    ) -> dict:
+        caller, request, result = self.prepare(question, vector, page, page_size, declaration)
+        return {
+            "page": page,
+            "page_size": page_size,
+            "total_candidates": result.total,
+            "total_pages": math.ceil(result.total / page_size),
+            "degraded": request.degraded,
+            "degraded_reason": request.degraded_reason,
+            "pipeline_profile": request.weights,
+            "lane_isolation": lane_isolation(request),
+            "lookups": lookups_of(request),
+            "rows": self.rows(result, caller),
+        }
+
     def run_lookups(self, reader: Reader) -> tuple[dict[str, CandidateList], dict[str, float]]:
         """Each lookup of the profile that can run (the vector ones need a vector), timed."""
         lists: dict[str, CandidateList] = {}
@@ -167,34 +227,21 @@ class Gather:
             timings[name] = round((time.perf_counter() - started) * 1000, 3)
         return lists, timings
 
-    def find(self, role: str, question: str | None, vector: str | None, page: int, page_size: int) -> dict:
-        self.check_page(page, page_size)
-        caller = self.caller(role)
-        request = self.request(question, vector)
-        result = self.page_of(request, page, page_size)
-        return {
-            "page": page,
-            "page_size": page_size,
-            "total_candidates": result.total,
-            "total_pages": math.ceil(result.total / page_size),
-            "degraded": request.degraded,
-            "degraded_reason": DEGRADED_NO_VECTOR if request.degraded else None,
-            "pipeline_profile": request.weights,
-            "lookups": lookups_of(request),
-            "rows": self.rows(result, caller, request),
-        }
-
     def page_of(self, request: Request, page: int, page_size: int) -> "PageResult":
         """Run the lookups, merge as far as the page reaches, and cut the page."""
         reader = Reader(self.state, request, page * page_size)
         lists, timings = self.run_lookups(reader)
         started = time.perf_counter()
-        merged = interleave(lists, request.weights, limit=page * page_size)
+        merged = interleave(lists, request.weights, limit=page * page_size, tick=self.state.check_interrupts)
         timings["merge"] = round((time.perf_counter() - started) * 1000, 3)
         offset = (page - 1) * page_size
-        return PageResult(lists, timings, merged[offset:], offset, total_candidates(reader, lists.values()))
+        total = total_candidates(reader, lists.values())
+        return PageResult(reader, lists, timings, merged[offset:], offset, total)
 
-    def rows(self, result: "PageResult", caller: Caller, request: Request) -> list[dict]:
+    def rows(self, result: "PageResult", caller: Caller) -> list[dict]:
+        """The page's rows the caller may read. A row whose place a lookup gave it only through
+        edges the caller cannot read (an edge carries the secrecy of both its ends) is left out
+        like a record of an unreadable lane, and such a lookup is not named in found_by."""
         if not result.places:
             return []
         page_ids = [p.record_id for p in result.places]
@@ -203,25 +250,26 @@ class Gather:
             for row in self.plpy.execute(
                 self.state.plan(
                     """
-                select r.record_id, r.kind, r.lane_name, r.content,
-                       array(select t.tag from emem.record_tags as t
-                             where t.record_id = r.record_id order by t.tag) as tags
-                from emem.records as r where r.record_id operator(pg_catalog.=) any ($1)
-                """,
+                    select r.record_id, r.kind::text, r.lane_name, r.content,
+                           array(select t.tag from emem.record_tags as t
+                                 where t.record_id = r.record_id order by t.tag) as tags
+                    from emem.records as r where r.record_id operator(pg_catalog.=) any ($1)
+                    """,
                     ["bigint[]"],
                 ),
                 [page_ids],
             )
         }
-        found_by = {name: candidates.members(page_ids) for name, candidates in result.lists.items()}
+        readable = [i for i in page_ids if caller.may_read(details[i]["lane_name"])]
+        found_by = {name: self.visible_members(result, name, readable, caller) for name in result.lists}
         window_list = result.lists.get("window_vectors")
         windows = {c.record_id: c.windows for c in window_list.read()} if window_list else {}
         rows = []
         for rank, place in enumerate(result.places, start=result.offset + 1):
             detail = details[place.record_id]
-            if not caller.may_read(detail["lane_name"]):
+            if not caller.may_read(detail["lane_name"]) or place.record_id not in found_by[place.placed_by]:
                 continue
-            is_cosine = not request.degraded and place.candidate.distance is not None
+            is_cosine = not result.reader.degraded and place.candidate.distance is not None
             rows.append(
                 {
                     "rank": rank,
@@ -239,47 +287,60 @@ class Gather:
             )
         return rows
 
-    def explain(self, role: str, question: str | None, vector: str | None, page: int, page_size: int) -> dict:
-        """For DBAs: the analysed question, each lookup's size and time, and per row of the page
-        its rank in each lookup's list (null: not in it, or beyond what a broad list fetched)."""
-        self.check_page(page, page_size)
-        caller = self.caller(role)
-        request = self.request(question, vector)
-        result = self.page_of(request, page, page_size)
+    @staticmethod
+    def visible_members(result: "PageResult", name: str, record_ids: list[int], caller: Caller) -> set[int]:
+        """The records a lookup's list holds for this caller (through what it may read)."""
+        held = result.lists[name].members(record_ids)
+        through_edges = BY_NAME[name].visible_members
+        if caller.reads_all or result.reader.request.lanes is not None or through_edges is None or not held:
+            return held
+        return through_edges(result.reader, sorted(held), sorted(caller.lanes))
+
+    def explain(
+        self,
+        question: str | None,
+        vector: str | None,
+        page: int,
+        page_size: int,
+        declaration: Declaration = Declaration(None, None),
+    ) -> dict:
+        """The analysed question and, per row of the page, where it came from. For a role that
+        reads every lane, or under strict isolation, also each lookup's size and time and each
+        row's rank in every list (null: not in it, or beyond what a broad list fetched); an agent
+        under the seed's rule sees no more than find tells it (lists and times span every lane)."""
+        caller, request, result = self.prepare(question, vector, page, page_size, declaration)
         analysis = request.analysis
-        page_ids = [place.record_id for place in result.places]
-        list_ranks = {name: candidates.ranks(page_ids) for name, candidates in result.lists.items()}
-        return {
+        rows = self.rows(result, caller)
+        explained: dict[str, Any] = {
             "question": {
                 "terms": analysis.terms,
                 "known_words": analysis.known_words,
                 "unknown_terms": analysis.unknown_terms,
             },
             "pipeline_profile": request.weights,
+            "lane_isolation": lane_isolation(request),
             "degraded": request.degraded,
-            "degraded_reason": DEGRADED_NO_VECTOR if request.degraded else None,
-            "active_space": vars(request.space) if request.space else None,
-            "lookups": {
-                name: {
-                    "label": BY_NAME[name].label,
-                    "candidates": candidates.size(),
-                    "milliseconds": result.timings[name],
-                }
-                for name, candidates in result.lists.items()
-            },
-            "merge_milliseconds": result.timings["merge"],
+            "degraded_reason": request.degraded_reason,
+            "active_space": {"space_id": request.space.space_id, "model_name": request.space.model_name}
+            if request.space
+            else None,
             "skipped_lookups": [name for name in request.weights if name not in result.lists],
             "total_candidates": result.total,
-            "rows": [
-                {
-                    "rank": row["rank"],
-                    "record_id": row["record_id"],
-                    "placed_by": row["placed_by"],
-                    "list_ranks": {name: ranks.get(row["record_id"]) for name, ranks in list_ranks.items()},
-                }
-                for row in self.rows(result, caller, request)
-            ],
+            "rows": [{key: row[key] for key in ("rank", "record_id", "placed_by", "found_by")} for row in rows],
         }
+        if not (caller.reads_all or request.lanes is not None):
+            return explained
+        page_ids = [row["record_id"] for row in rows]
+        list_ranks = {name: candidates.ranks(page_ids) for name, candidates in result.lists.items()}
+        explained_rows: list[dict] = explained["rows"]
+        for row in explained_rows:
+            row["list_ranks"] = {name: ranks.get(row["record_id"]) for name, ranks in list_ranks.items()}
+        explained["lookups"] = {
+            name: {"label": BY_NAME[name].label, "candidates": candidates.size(), "milliseconds": result.timings[name]}
+            for name, candidates in result.lists.items()
+        }
+        explained["merge_milliseconds"] = result.timings["merge"]
+        return explained
 
 
 def runnable(request: Request) -> list[str]:
@@ -296,8 +357,13 @@ def lookups_of(request: Request) -> list[dict]:
     ]
 
 
+def lane_isolation(request: Request) -> str:
+    return "strict" if request.strict else "seed"
+
+
 @dataclass(frozen=True)
 class PageResult:
+    reader: Reader
     lists: dict[str, CandidateList]
     timings: dict[str, float]
     places: list[Placement]

@@ -18,48 +18,72 @@ def labels_within(label_terms: str, terms: str) -> str:
     return f"{label_terms} operator(pg_catalog.&&) {terms} and {label_terms} operator(pg_catalog.<@) {terms}"
 
 
-def matched_edge_ends(terms: str) -> str:
+def in_lanes(lane: str, lanes: str | None) -> str:
+    """A lane column is one of these lanes (an array's SQL; None: every lane)."""
+    return "" if lanes is None else f" and {lane} operator(pg_catalog.=) any ({lanes})"
+
+
+def edge_in_lanes(edge: str, lanes: str | None) -> str:
+    """Both ends of an edge lie in these lanes: an edge carries the secrecy of both its ends."""
+    return record_in_lanes(f"{edge}.from_record_id", lanes) + record_in_lanes(f"{edge}.to_record_id", lanes)
+
+
+def matched_edge_ends(terms: str, lanes: str | None = None) -> str:
     """Both ends of every edge whose relation name or a property value the question names, with
     that label's terms: rows (endpoint, terms)."""
     return f"""select ends.endpoint, el.label_terms
                from emem.edge_labels as el
                join emem.edges as e on e.edge_id = el.edge_id
                cross join lateral (values (e.from_record_id), (e.to_record_id)) as ends (endpoint)
-               where {labels_within("el.label_terms", terms)}"""
+               where {labels_within("el.label_terms", terms)}{edge_in_lanes("e", lanes)}"""
 
 
-def ends_matched_edge(record_id: str, terms: str) -> str:
+def ends_matched_edge(record_id: str, terms: str, lanes: str | None = None) -> str:
     """A matched edge ends at this record, probed through the edges' indexes (for a few records
     at a time, where gathering every matched edge would cost more)."""
     return f"""exists (select from emem.edges as e join emem.edge_labels as el on el.edge_id = e.edge_id
                        where (e.from_record_id = {record_id} or e.to_record_id = {record_id})
-                         and {labels_within("el.label_terms", terms)})"""
+                         and {labels_within("el.label_terms", terms)}{edge_in_lanes("e", lanes)})"""
 
 
-def holds_tag(record_id: str, tags: str) -> str:
+def holds_tag(record_id: str, tags: str, lanes: str | None = None) -> str:
     """The record carries one of these tags."""
     return (
         f"exists (select from emem.record_tags as rt where rt.record_id = {record_id}"
-        f" and rt.tag operator(pg_catalog.=) any ({tags}))"
+        f" and rt.tag operator(pg_catalog.=) any ({tags}){in_lanes('rt.lane_name', lanes)})"
     )
 
 
-def tagged(tags: str) -> str:
+def tagged(tags: str, lanes: str | None = None) -> str:
     """The records carrying one of these tags (a record with several appears once per tag)."""
-    return f"select rt.record_id from emem.record_tags as rt where rt.tag operator(pg_catalog.=) any ({tags})"
+    return (
+        "select rt.record_id from emem.record_tags as rt"
+        f" where rt.tag operator(pg_catalog.=) any ({tags}){in_lanes('rt.lane_name', lanes)}"
+    )
 
 
-def text_matches(record_id: str, tsquery: str) -> str:
+def text_matches(record_id: str, tsquery: str, lanes: str | None = None) -> str:
     """The record's text matches a tsquery."""
     return (
         f"exists (select from emem.records as r where r.record_id = {record_id}"
-        f" and r.content_search operator(pg_catalog.@@) {tsquery})"
+        f" and r.content_search operator(pg_catalog.@@) {tsquery}{in_lanes('r.lane_name', lanes)})"
     )
 
 
-def text_matching(tsquery: str) -> str:
+def text_matching(tsquery: str, lanes: str | None = None) -> str:
     """The records whose text matches a tsquery."""
-    return f"select r.record_id from emem.records as r where r.content_search operator(pg_catalog.@@) {tsquery}"
+    return (
+        "select r.record_id from emem.records as r"
+        f" where r.content_search operator(pg_catalog.@@) {tsquery}{in_lanes('r.lane_name', lanes)}"
+    )
+
+
+def record_in_lanes(record_id: str, lanes: str | None) -> str:
+    """The record lies in these lanes (None: always)."""
+    if lanes is None:
+        return ""
+    in_them = in_lanes("lr.lane_name", lanes)
+    return f" and exists (select from emem.records as lr where lr.record_id = {record_id}{in_them})"
 
 
 def any_of(queries: list[str]) -> str:

@@ -6,9 +6,11 @@ record and loses the sum of the weights of the lists still running. A record alr
 skipped and uses no slot; an exhausted list leaves the others going in their own proportions.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
+
+TICK_EVERY = 1_000
 
 
 @dataclass(frozen=True)
@@ -37,8 +39,10 @@ def interleave(
     lists: Mapping[str, RankedList],
     weights: Mapping[str, float],
     limit: int | None = None,
+    tick: Callable[[], None] | None = None,
 ) -> list[Placement]:
-    """The merged list (its first `limit` places). `lists` iterates in the tie order."""
+    """The merged list (its first `limit` places). `lists` iterates in the tie order; `tick` is
+    called every TICK_EVERY places (a long merge lets the server act on a cancel)."""
     order = list(lists)
     next_index = dict.fromkeys(order, 0)
     credit = dict.fromkeys(order, 0.0)
@@ -56,6 +60,8 @@ def interleave(
         next_index[chosen] += 1
         placed_ids.add(candidate.record_id)
         merged.append(Placement(candidate.record_id, chosen, candidate))
+        if tick is not None and len(merged) % TICK_EVERY == 0:
+            tick()
     return merged
 
 

@@ -18,6 +18,7 @@ class Space:
     space_id: int
     dimension: int
     model_name: str
+    fingerprint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,10 @@ class Request:
     weights: dict[str, float]
     space: Space | None
     candidate_counts: dict[str, int]
+    # Strict isolation: the only lanes every lookup reads (None: every lane, the seed's rule).
+    lanes: tuple[str, ...] | None = None
+    degraded_reason: str | None = None
+    strict: bool = False
 
     @property
     def degraded(self) -> bool:
@@ -48,6 +53,14 @@ class Reader:
     @property
     def degraded(self) -> bool:
         return self.request.degraded
+
+    @functools.cached_property
+    def lanes_sql(self) -> str | None:
+        """The lanes every lookup keeps to, as an array literal (None: every lane)."""
+        lanes = self.request.lanes
+        if lanes is None:
+            return None
+        return f"array[{', '.join(self.plpy.quote_literal(lane) for lane in lanes)}]::text[]"
 
     @property
     def space(self) -> Space:

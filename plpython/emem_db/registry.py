@@ -23,6 +23,9 @@ class Lookup:
     in_seed_profile: bool
     build: Callable[[Reader], CandidateList]
     description: str
+    # For a lookup that reaches records through edges: which of some records it holds for a
+    # caller reading only some lanes (an edge carries the secrecy of both its ends).
+    visible_members: Callable[[Reader, list[int], list[str]], set[int]] | None = None
 
 
 # The seed's proportions are 40 : 35 : 20 : 5 (record vector : tag or edge property : window :
@@ -36,10 +39,12 @@ LOOKUPS: tuple[Lookup, ...] = (
     Lookup(
         "tags", "tags", 35, False, True, tags.tags,
         "records whose tags, or edges whose relation or properties, the question's words name; by distance",
+        tags.visible_members,
     ),
     Lookup(
         "tags_by_terms", "tags by terms", 35, False, False, tags.tags_by_terms,
         "as tags, ordered by the number of question terms matched first, then by distance",
+        tags.visible_members,
     ),
     Lookup(
         "window_vectors", "window", 20, True, True, vectors.window_vectors,

@@ -54,10 +54,10 @@ def fulltext_words(reader: Reader) -> CandidateList:
 
 def text_match(reader: Reader, query: str) -> Match:
     """The records whose text matches a tsquery given as text."""
-    quoted = quoted_tsquery(reader.plpy, query)
-    ids_sql = fragments.text_matching(quoted)
+    quoted, lanes = quoted_tsquery(reader.plpy, query), reader.lanes_sql
+    ids_sql = fragments.text_matching(quoted, lanes)
     return Match(
-        holds=lambda record_id: fragments.text_matches(record_id, quoted),
+        holds=lambda record_id: fragments.text_matches(record_id, quoted, lanes),
         ids_sql=ids_sql,
         count_sql=f"select pg_catalog.count(*) as n from ({ids_sql}) as c",
     )
@@ -66,11 +66,12 @@ def text_match(reader: Reader, query: str) -> Match:
 def broad_term_query(reader: Reader, queries: list[str]) -> str | None:
     """The OR of the terms when they match more than exact_limit records."""
     row = reader.execute(
-        f"""with question as (select emem.tsquery_any(q) as any_term from pg_catalog.unnest($1::tsquery[]) as q)
+        f"""with question as (select emem._tsquery_any(q) as any_term from pg_catalog.unnest($1::tsquery[]) as q)
             select (select any_term from question)::text as any_term,
                    (select pg_catalog.count(*) from (
                         select from emem.records as r
                         where r.content_search operator(pg_catalog.@@) (select any_term from question)
+                              {fragments.in_lanes("r.lane_name", reader.lanes_sql)}
                         limit {reader.exact_limit + 1:d}) as matching) as matching""",
         ["tsquery[]"],
         [queries],
@@ -100,15 +101,15 @@ def scored_fulltext(
         fulltext_scored(reader, queries, weights, within=narrow),
         [term_part(reader, queries[n], frequencies[n], weights[n]) for n in broad],
         lambda held: sum(part.score_key for part in held),
-        lambda record_id: fragments.text_matches(record_id, any_narrow) if narrow else "false",
+        lambda record_id: fragments.text_matches(record_id, any_narrow, reader.lanes_sql) if narrow else "false",
     )
 
 
 def term_part(reader: Reader, query: str, frequency: float, weight: float) -> Part:
-    quoted = quoted_tsquery(reader.plpy, query)
+    quoted, lanes = quoted_tsquery(reader.plpy, query), reader.lanes_sql
     return Part(
-        lambda record_id: fragments.text_matches(record_id, quoted),
-        fragments.text_matching(quoted),
+        lambda record_id: fragments.text_matches(record_id, quoted, lanes),
+        fragments.text_matching(quoted, lanes),
         int(frequency),
         weight,
     )
@@ -120,7 +121,8 @@ def fulltext_by_distance(reader: Reader, queries: list[str]) -> FetchedList:
         with found as (
             select r.record_id from emem.records as r
             where r.content_search operator(pg_catalog.@@)
-                  (select emem.tsquery_any(q) from pg_catalog.unnest($1::tsquery[]) as q)
+                  (select emem._tsquery_any(q) from pg_catalog.unnest($1::tsquery[]) as q)
+                  {fragments.in_lanes("r.lane_name", reader.lanes_sql)}
         )
         select record_id, {reader.distance_sql("$2")} as distance
         from found order by distance nulls last, record_id"""
@@ -144,7 +146,8 @@ def fulltext_scored(
                     where r.content_search operator(pg_catalog.@@) t.q) as score
             from emem.records as r
             where r.content_search operator(pg_catalog.@@)
-                  (select emem.tsquery_any(q) from pg_catalog.unnest($3::tsquery[]) as q)
+                  (select emem._tsquery_any(q) from pg_catalog.unnest($3::tsquery[]) as q)
+                  {fragments.in_lanes("r.lane_name", reader.lanes_sql)}
         )
         select {SCORED_ARRAYS.format(score="score")} from found"""
     return ScoredList.from_statement(reader, sql, ["tsquery[]", "float8[]", "tsquery[]"], [queries, weights, within])
@@ -163,7 +166,7 @@ def term_queries(reader: Reader, terms: list[list[str]]) -> list[str]:
                select distinct v.term, pg_catalog.phraseto_tsquery('emem.exact'::pg_catalog.regconfig, v.text) as q
                from rows from (pg_catalog.unnest($1::int[]), pg_catalog.unnest($2::text[])) as v (term, text)
            )
-           select emem.tsquery_any(q order by q::text)::text as query from variant
+           select emem._tsquery_any(q order by q::text)::text as query from variant
            where pg_catalog.numnode(q) > 0
            group by term order by term""",
         ["int[]", "text[]"],
@@ -179,17 +182,26 @@ def document_frequencies(reader: Reader, queries: list[str]) -> tuple[float, lis
     if not queries:
         return 0.0, []
     cap = reader.tuning.document_frequency_cap
-    common = common_lexemes(reader)
+    lanes = reader.lanes_sql
+    # The column's statistics span every lane: under strict isolation every term is counted in
+    # the readable lanes, so that no ranking reflects what other lanes hold.
+    common = common_lexemes(reader) if lanes is None else {}
     shares = [common.get(single_lexeme(query) or "") for query in queries]
+    records = (
+        f"""case when c.reltuples >= {cap:d} then c.reltuples
+                 -- an estimate, -1 before the first VACUUM or ANALYZE: a small table is counted
+                 else greatest(c.reltuples, (select pg_catalog.count(*) from (
+                     select from emem.records limit {cap:d}) as r))
+            end"""
+        if lanes is None
+        else f"(select pg_catalog.count(*) from emem.records as r where true{fragments.in_lanes('r.lane_name', lanes)})"
+    )
     rows = reader.execute(
-        f"""select case when c.reltuples >= {cap:d} then c.reltuples
-                        -- an estimate, -1 before the first VACUUM or ANALYZE: a small table is counted
-                        else greatest(c.reltuples, (select pg_catalog.count(*) from (
-                            select from emem.records limit {cap:d}) as r))
-                   end::float8 as n,
+        f"""select {records}::float8 as n,
                    array(select (select pg_catalog.count(*) from (
                                      select from emem.records as r
                                      where r.content_search operator(pg_catalog.@@) q.query::tsquery
+                                           {fragments.in_lanes("r.lane_name", lanes)}
                                      limit {cap:d}) as matching)::float8
                          from pg_catalog.unnest($1::text[]) with ordinality as q (query, n)
                          order by q.n) as counted

@@ -73,15 +73,17 @@ def tag_match(reader: Reader, terms: list[str]) -> TagMatch:
     row = reader.execute(
         f"""
         with matched as (
-            select v.tag, v.record_count from emem.tag_vocabulary as v
-            where {fragments.labels_within("v.tag_terms", "$1")} and v.record_count > 0
+            select v.tag, pg_catalog.sum(v.record_count)::bigint as record_count from emem.tag_vocabulary as v
+            where {fragments.labels_within("v.tag_terms", "$1")}{fragments.in_lanes("v.lane_name", reader.lanes_sql)}
+            group by v.tag having pg_catalog.sum(v.record_count) > 0
         )
         select coalesce((select pg_catalog.array_agg(tag order by record_count desc, tag) from matched),
                         '{{}}') as tags,
                coalesce((select pg_catalog.array_agg(record_count order by record_count desc, tag)
                          from matched), '{{}}') as counts,
                array(select distinct ends.endpoint
-                     from ({fragments.matched_edge_ends("$1")}) as ends (endpoint, terms)) as edge_endpoints
+                     from ({fragments.matched_edge_ends("$1", reader.lanes_sql)}) as ends (endpoint, terms))
+                   as edge_endpoints
         """,
         ["text[]"],
         [terms],
@@ -99,31 +101,33 @@ def exact_tags(reader: Reader, tags: list[str], terms: list[str], by_terms: bool
 def scored_tags(reader: Reader, tags: list[str], terms: list[str], within: list[str] | None = None) -> ScoredList:
     """Every tag and edge candidate with its matched terms, most first; `within` keeps the records
     holding one of these tags or an edge (a tiered list's exact part)."""
+    lanes = fragments.in_lanes("rt.lane_name", reader.lanes_sql)
+    # A tag's words come from its lane's vocabulary row (one per lane and tag).
     held = (
         "matched"
         if within is None
-        else """(
+        else f"""(
             select rt.record_id, v.tag_terms
             from edge_ends as n
             join emem.record_tags as rt on rt.record_id = n.record_id
-            join emem.tag_vocabulary as v on v.tag = rt.tag
+            join emem.tag_vocabulary as v on v.tag = rt.tag and v.lane_name = rt.lane_name
             where v.tag operator(pg_catalog.=) any ($1)
             union all
             select n.record_id, v.tag_terms
             from emem.record_tags as n
             join emem.record_tags as rt on rt.record_id = n.record_id
-            join emem.tag_vocabulary as v on v.tag = rt.tag
-            where n.tag operator(pg_catalog.=) any ($3) and v.tag operator(pg_catalog.=) any ($1)
+            join emem.tag_vocabulary as v on v.tag = rt.tag and v.lane_name = rt.lane_name
+            where n.tag operator(pg_catalog.=) any ($3) and v.tag operator(pg_catalog.=) any ($1){lanes}
             union all
             select record_id, terms from edge_ends)"""
     )
     sql = f"""
         with edge_ends (record_id, terms) as (
-            {fragments.matched_edge_ends("$2")}
+            {fragments.matched_edge_ends("$2", reader.lanes_sql)}
         ), matched (record_id, terms) as (
             select rt.record_id, v.tag_terms
-            from emem.tag_vocabulary as v join emem.record_tags as rt on rt.tag = v.tag
-            where v.tag operator(pg_catalog.=) any ($1)
+            from emem.tag_vocabulary as v join emem.record_tags as rt on rt.tag = v.tag and rt.lane_name = v.lane_name
+            where v.tag operator(pg_catalog.=) any ($1){lanes}
             union all
             select record_id, terms from edge_ends
         ), found as (
@@ -139,9 +143,9 @@ def tags_by_distance(reader: Reader, tags: list[str], terms: list[str]) -> Fetch
     """The seed's order with a vector needs no matched terms: one join, one sort."""
     sql = f"""
         with found (record_id) as (
-            {fragments.tagged("$1")}
+            {fragments.tagged("$1", reader.lanes_sql)}
             union
-            select ends.endpoint from ({fragments.matched_edge_ends("$3")}) as ends (endpoint, terms)
+            select ends.endpoint from ({fragments.matched_edge_ends("$3", reader.lanes_sql)}) as ends (endpoint, terms)
         )
         select found.record_id, rv.embedding operator(public.<=>) $2::public.vector as distance
         from found
@@ -155,25 +159,25 @@ def tags_by_distance(reader: Reader, tags: list[str], terms: list[str]) -> Fetch
 
 def whole_match(reader: Reader, match: TagMatch, terms: list[str]) -> Match:
     """Every record a broad tag match reaches: the tagged records and the ends of matched edges."""
-    plpy = reader.plpy
+    plpy, lanes = reader.plpy, reader.lanes_sql
     tags_sql = quoted_array(plpy, match.tags, "text")
     edges = ends_edge(reader, match, terms)
     largest, *others = match.tags
     # The largest tag's count, plus what the other tags and the edges add.
     count_sql = f"""
         select {match.counts[0]:d} + pg_catalog.count(distinct o.record_id) as n
-        from ({fragments.tagged("$2")} union all select pg_catalog.unnest($3::bigint[])) as o
+        from ({fragments.tagged("$2", lanes)} union all select pg_catalog.unnest($3::bigint[])) as o
         where not exists (select from emem.record_tags as l
                           where l.record_id = o.record_id and l.tag operator(pg_catalog.=) $1)"""
     return Match(
-        holds=lambda record_id: f"({fragments.holds_tag(record_id, tags_sql)} or {edges(record_id)})",
-        ids_sql=fragments.tagged(tags_sql),
+        holds=lambda record_id: f"({fragments.holds_tag(record_id, tags_sql, lanes)} or {edges(record_id)})",
+        ids_sql=fragments.tagged(tags_sql, lanes),
         count_sql=count_sql,
         count_types=("text", "text[]", "bigint[]"),
         count_args=(largest, others, match.edge_endpoints),
         known_ids=match.edge_endpoints,
         ids_in_order_sql=(
-            f"{fragments.tagged(tags_sql)} order by rt.record_id"
+            f"{fragments.tagged(tags_sql, lanes)} order by rt.record_id"
             if len(match.tags) == 1 and not match.edge_endpoints
             else None
         ),
@@ -186,7 +190,7 @@ def narrow_predicate(reader: Reader, match: TagMatch, terms: list[str], narrow: 
     if not narrow:
         return edges
     narrow_sql = quoted_array(reader.plpy, narrow, "text")
-    return lambda record_id: f"({fragments.holds_tag(record_id, narrow_sql)} or {edges(record_id)})"
+    return lambda record_id: f"({fragments.holds_tag(record_id, narrow_sql, reader.lanes_sql)} or {edges(record_id)})"
 
 
 def ends_edge(reader: Reader, match: TagMatch, terms: list[str]) -> Predicate:
@@ -195,18 +199,37 @@ def ends_edge(reader: Reader, match: TagMatch, terms: list[str]) -> Predicate:
     edges' indexes rather than gathered whole for each statement."""
     if not match.edge_endpoints:
         return lambda record_id: "false"
-    terms_sql = quoted_array(reader.plpy, terms, "text")
+    terms_sql, lanes = quoted_array(reader.plpy, terms, "text"), reader.lanes_sql
     if len(match.edge_endpoints) <= reader.tuning.exact_candidates:
-        endpoints = f"select ends.endpoint from ({fragments.matched_edge_ends(terms_sql)}) as ends (endpoint, terms)"
+        ends = fragments.matched_edge_ends(terms_sql, lanes)
+        endpoints = f"select ends.endpoint from ({ends}) as ends (endpoint, terms)"
         return lambda record_id: f"{record_id} in ({endpoints})"
-    return lambda record_id: fragments.ends_matched_edge(record_id, terms_sql)
+    return lambda record_id: fragments.ends_matched_edge(record_id, terms_sql, lanes)
 
 
 def tag_part(reader: Reader, tag: str, count: int) -> Part:
-    quoted = quoted_array(reader.plpy, [tag], "text")
+    quoted, lanes = quoted_array(reader.plpy, [tag], "text"), reader.lanes_sql
     return Part(
-        lambda record_id: fragments.holds_tag(record_id, quoted),
-        fragments.tagged(quoted),
+        lambda record_id: fragments.holds_tag(record_id, quoted, lanes),
+        fragments.tagged(quoted, lanes),
         count,
         frozenset(reader.state.analyser.label_terms(tag)),
     )
+
+
+def visible_members(reader: Reader, record_ids: list[int], lanes: list[str]) -> set[int]:
+    """Which of these records a tag lookup holds for a caller reading only `lanes`: through a
+    matched tag, or a matched edge both of whose ends lie in those lanes."""
+    terms = list(reader.request.analysis.terms)
+    lanes_sql = quoted_array(reader.plpy, lanes, "text") if lanes else "array[]::text[]"
+    rows = reader.execute(
+        f"""select id from pg_catalog.unnest($1::bigint[]) as id
+            where exists (select from emem.record_tags as rt
+                          join emem.tag_vocabulary as v on v.tag = rt.tag and v.lane_name = rt.lane_name
+                          where rt.record_id = id and {fragments.labels_within("v.tag_terms", "$2")})
+               or {fragments.ends_matched_edge("id", "$2", lanes_sql)}""",
+        ["bigint[]", "text[]"],
+        [record_ids, terms],
+        cache=False,
+    )
+    return {row["id"] for row in rows}

@@ -1,14 +1,18 @@
 """The two vector lookups: the nearest record vectors and window vectors of the active space,
-by HNSW; a window adds every record it was made from, at the window's distance."""
+by HNSW; a window adds every record it was made from, at the window's distance. Under strict
+isolation the scans are filtered to the readable lanes (iterative HNSW scans), so that no other
+lane's volume can push readable records out of the nearest."""
 
+from emem_db import fragments
 from emem_db.lists.fetched import FetchedList
 from emem_db.reader import Reader
 
 
 def record_vectors(reader: Reader) -> FetchedList:
     sql = f"""
-        select record_id, {reader.vector_distance_sql("embedding")} as distance
-        from emem.record_vectors where space_id = {reader.space.space_id:d}
+        select rv.record_id, {reader.vector_distance_sql("rv.embedding")} as distance
+        from emem.record_vectors as rv
+        where rv.space_id = {reader.space.space_id:d}{fragments.record_in_lanes("rv.record_id", reader.lanes_sql)}
         order by distance limit $2"""
     return nearest(reader, sql, reader.request.candidate_counts["record_vectors"])
 
@@ -16,8 +20,9 @@ def record_vectors(reader: Reader) -> FetchedList:
 def window_vectors(reader: Reader) -> FetchedList:
     sql = f"""
         with nearest as (
-            select window_id, {reader.vector_distance_sql("embedding")} as distance
-            from emem.windows where space_id = {reader.space.space_id:d}
+            select w.window_id, {reader.vector_distance_sql("w.embedding")} as distance
+            from emem.windows as w
+            where w.space_id = {reader.space.space_id:d}{fragments.in_lanes("w.lane_name", reader.lanes_sql)}
             order by distance limit $2
         )
         select m.record_id, pg_catalog.min(n.distance) as distance,
@@ -29,7 +34,15 @@ def window_vectors(reader: Reader) -> FetchedList:
 
 
 def nearest(reader: Reader, sql: str, count: int) -> FetchedList:
-    """An HNSW scan of `count` rows: ef_search must be at least that for the index to return them."""
+    """An HNSW scan of `count` rows: ef_search must be at least that for the index to return them;
+    a scan filtered to some lanes goes on until it has them (iterative scan)."""
     current = int(reader.execute("select pg_catalog.current_setting('hnsw.ef_search') as value", [], [])[0]["value"])
-    with reader.settings({"hnsw.ef_search": str(max(count, current))}):
-        return FetchedList(reader.candidates(sql, ["public.vector", "int"], [reader.request.vector, count]))
+    scan = {"hnsw.ef_search": str(max(count, current))}
+    if reader.lanes_sql is not None:
+        scan["hnsw.iterative_scan"] = "strict_order"
+    with reader.settings(scan):
+        return FetchedList(
+            reader.candidates(
+                sql, ["public.vector", "int"], [reader.request.vector, count], cache=reader.lanes_sql is None
+            )
+        )

@@ -1,0 +1,18 @@
+-- The names and kinds every table and function shares, each defined once.
+
+create domain emem.object_name as text
+    constraint object_name_format check (value ~ '^[a-z0-9][a-z0-9_.:-]{0,62}$');
+comment on domain emem.object_name is
+  'A lane or agent profile name: 1 to 63 characters, lower-case letters, digits and _ . : -, starting with a letter or digit.';
+
+create type emem.record_kind as enum ('note', 'conversation', 'file', 'entity');
+comment on type emem.record_kind is
+  'What a record is: a note, one turn of a conversation, one chunk of a file, or an entity.';
+
+-- Conversation turns and file chunks belong to a thread (the conversation or file) at a position.
+create function emem._has_thread(kind emem.record_kind) returns boolean
+language sql immutable strict parallel safe
+set search_path = pg_catalog, pg_temp
+as $$ select kind operator(pg_catalog.=) any (array['conversation', 'file']::emem.record_kind[]) $$;
+comment on function emem._has_thread(emem.record_kind) is
+  'Whether records of this kind belong to a thread (conversation, file).';

@@ -1,0 +1,394 @@
+"""Lanes against a hostile agent (issue 14): an agent with an ordinary role, bound to a profile
+that reads lanes `own` and `shared` and writes `own`, attacks what lies in lane `secret`.
+
+It cannot choose its own ranking, an edge into a lane it cannot read surfaces nothing, strict
+isolation leaks no count, rank or content, its writes stay in its write lanes and never stall
+another lane's, a binding does not outlive its role, a vector of another model is not used, and
+NFC and NFD spellings find the same records. Every probe is counted in the figures.
+"""
+
+import contextlib
+import itertools
+import json
+import time
+from collections.abc import Callable, Iterator
+
+import figures
+import psycopg
+import pytest
+from psycopg import errors, sql
+from vectors import unit
+
+pytest_plugins = ["figures"]
+
+QUESTIONS = [
+    "termination planned",
+    "salary 98,765 EUR",
+    "Kowalski invoice INV-7001",
+    "apollo project meeting",
+    "shared handbook",
+]
+VECTOR = "[1,0,0,0]"
+
+
+def probe(path: str, count: int = 1) -> None:
+    figures.add("lanes probed", count, detail=f"hostile agent: {path}")
+
+
+def put(db: psycopg.Connection, lane: str, items: list[dict]) -> list[int]:
+    rows = db.execute(
+        "select record_id from emem.put_records(%s)",
+        (json.dumps([{"kind": "note", "lane": lane, **i} for i in items]),),
+    )
+    return [r[0] for r in rows]
+
+
+@pytest.fixture
+def lanes(db: psycopg.Connection) -> dict[str, list[int]]:
+    for lane in ("own", "shared", "secret", "other"):
+        db.execute("select emem.create_lane(%s)", (lane,))
+    db.execute("select emem.create_agent_profile('agent', array['own', 'shared'], array['own'])")
+    db.execute("select emem.create_agent_profile('neighbour', array['other'])")
+    db.execute("select emem.create_embedding_space('m', 4, 'fp', true)")
+    ids = {
+        "own": put(
+            db,
+            "own",
+            [
+                {"content": "Kowalski sent invoice INV-7001", "tags": ["invoice"], "vector": unit(1, 0.1, 0, 0)},
+                {"content": "apollo project meeting notes", "tags": ["project apollo"], "vector": unit(1, 0.2, 0, 0)},
+            ],
+        ),
+        "shared": put(
+            db,
+            "shared",
+            [
+                {"content": "the shared handbook", "tags": ["handbook"], "vector": unit(1, 0, 0.3, 0)},
+                {"content": "Dana, team lead", "kind": "entity", "vector": unit(0, 1, 0, 0)},
+            ],
+        ),
+        "secret": put(
+            db,
+            "secret",
+            [
+                {"content": "salary of Dana: 98,765 EUR", "tags": ["salary"], "vector": unit(1, 0.05, 0, 0)},
+                {"content": "termination planned for Dana", "tags": ["hr"], "vector": unit(1, 0, 0, 0.1)},
+            ],
+        ),
+    }
+    # A hidden edge: from a secret record to a shared one, naming what the agent must not learn.
+    db.execute(
+        "select emem.link_records(%s, %s, 'concerns', '{\"plan\": \"termination planned\"}')",
+        (ids["secret"][1], ids["shared"][1]),
+    )
+    return ids
+
+
+@pytest.fixture
+def agent(lanes: dict[str, list[int]], make_role: Callable[..., str], dsn: Callable[..., str]) -> Iterator:
+    role = make_role("hostile", "agent")
+    with psycopg.connect(dsn(role), autocommit=True) as conn:
+        yield conn
+
+
+def envelope(conn: psycopg.Connection, question: str, vector: str | None = VECTOR, **declared: str) -> dict:
+    return conn.execute(
+        "select emem.e_gather_find_envelope(%s, %s::vector, 1, 30, %s, %s)",
+        (question, vector, declared.get("model"), declared.get("fingerprint")),
+    ).fetchone()[0]
+
+
+def explain(conn: psycopg.Connection, question: str, vector: str | None) -> dict:
+    found = conn.execute("select emem.e_gather_explain(%s, %s::vector)", (question, vector)).fetchone()[0]
+    found.pop("merge_milliseconds", None)
+    for lookup in found.get("lookups", {}).values():
+        lookup.pop("milliseconds")
+    return found
+
+
+def answers(conn: psycopg.Connection) -> list:
+    """Everything the agent learns from find and explain over the questions, with and without a vector."""
+    return [
+        (envelope(conn, q, v), explain(conn, q, v), sorted(conn.execute("select * from emem.records").fetchall()))
+        for q in QUESTIONS
+        for v in (VECTOR, None)
+    ]
+
+
+# ---- the agent does not choose its ranking ---------------------------------------------------------
+
+
+AGENT_SETTINGS = [
+    ("emem.pipeline_profile", "fulltext"),
+    ("emem.pipeline_profile", "tags"),
+    ("emem.pipeline_profile", "fulltext_words"),
+    ("emem.pipeline_profile", "record_vectors:1, tags:1000"),
+    ("emem.record_vector_candidates", "1"),
+    ("emem.window_vector_candidates", "1000"),
+    ("emem.lane_isolation", "strict"),
+]
+
+
+def test_an_agents_session_settings_do_not_change_its_finds(agent: psycopg.Connection, dsn: Callable[..., str]) -> None:
+    """Totals under a self-chosen single-lookup profile would be an oracle over other lanes: an
+    agent's settings are ignored, in the session, as connection options, and as its role's defaults."""
+    baseline = answers(agent)
+    role = agent.info.user
+    for setting, value in AGENT_SETTINGS:
+        agent.execute("select set_config(%s, %s, false)", (setting, value))
+        assert answers(agent) == baseline, f"set {setting} = {value} changed the agent's finds"
+        agent.execute(sql.SQL("reset {}").format(sql.Identifier(*setting.split("."))))
+        with psycopg.connect(dsn(role), autocommit=True, options=f"-c {setting}={value.replace(' ', '')}") as opts:
+            assert answers(opts) == baseline, f"-c {setting} changed the agent's finds"
+        with contextlib.suppress(errors.InsufficientPrivilege):  # PostgreSQL may refuse it already
+            agent.execute(
+                sql.SQL("alter role current_user set {} = {}").format(
+                    sql.Identifier(*setting.split(".")), sql.Literal(value)
+                )
+            )
+        with psycopg.connect(dsn(role), autocommit=True) as defaults:
+            assert answers(defaults) == baseline, f"alter role set {setting} changed the agent's finds"
+        agent.execute("alter role current_user reset all")
+        probe("own settings", 3)
+
+
+def test_the_owner_sets_what_an_agent_profile_runs_under(
+    db: psycopg.Connection, agent: psycopg.Connection, dsn: Callable[..., str]
+) -> None:
+    assert envelope(agent, "invoice")["pipeline_profile"] == {
+        "record_vectors": 40,
+        "tags": 35,
+        "window_vectors": 20,
+        "fulltext": 5,
+    }
+    db.execute(f"alter database {db.info.dbname} set emem.pipeline_profile = 'tags, fulltext'")
+    with psycopg.connect(dsn(agent.info.user), autocommit=True) as fresh:
+        assert envelope(fresh, "invoice")["pipeline_profile"] == {"tags": 35, "fulltext": 5}
+    settings = db.execute("select emem.set_agent_setting('agent', 'emem.pipeline_profile', 'fulltext')").fetchone()[0]
+    assert settings == {"emem.pipeline_profile": "fulltext"}
+    assert envelope(agent, "invoice")["pipeline_profile"] == {"fulltext": 5}
+    db.execute("select emem.set_agent_setting('agent', 'emem.pipeline_profile', null)")
+    db.execute(f"alter database {db.info.dbname} reset emem.pipeline_profile")
+    for setting, value, message in [
+        ("emem.pipeline_profile", "colours", "unknown lookup 'colours'"),
+        ("emem.record_vector_candidates", "0", "out of range"),
+        ("emem.lane_isolation", "loose", "accepted: seed, strict"),
+        ("emem.nothing", "1", "unknown setting"),
+    ]:
+        with pytest.raises(errors.InvalidParameterValue, match=message):
+            db.execute("select emem.set_agent_setting('agent', %s, %s)", (setting, value))
+    with pytest.raises(errors.InvalidParameterValue, match="unknown agent profile"):
+        db.execute("select emem.set_agent_setting('nobody', 'emem.lane_isolation', 'strict')")
+    with pytest.raises(errors.InsufficientPrivilege):
+        agent.execute("select emem.set_agent_setting('agent', 'emem.pipeline_profile', 'fulltext')")
+
+
+# ---- hidden edges ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("vector", [VECTOR, None], ids=["vector", "degraded"])
+@pytest.mark.parametrize("profile", ["record_vectors, tags, window_vectors, fulltext", "tags_by_terms"])
+def test_an_edge_into_an_unreadable_lane_surfaces_nothing(
+    db: psycopg.Connection, agent: psycopg.Connection, lanes: dict[str, list[int]], vector: str | None, profile: str
+) -> None:
+    """The shared record at the end of the hidden edge would answer 'termination planned'."""
+    db.execute("select emem.set_agent_setting('agent', 'emem.pipeline_profile', %s)", (profile,))
+    shared_end = lanes["shared"][1]
+    owner = envelope(db, "termination planned", vector)
+    assert any(r["record_id"] == shared_end and "tags" in " ".join(r["found_by"]) for r in owner["rows"])
+    for isolation in ("seed", "strict"):
+        db.execute("select emem.set_agent_setting('agent', 'emem.lane_isolation', %s)", (isolation,))
+        found = envelope(agent, "termination planned", vector)
+        for row in found["rows"]:
+            assert not (row["record_id"] == shared_end and row["placed_by"].startswith("tags")), isolation
+            assert not (row["record_id"] == shared_end and any(n.startswith("tags") for n in row["found_by"]))
+        probe(f"hidden edge ({isolation})")
+
+
+# ---- strict isolation --------------------------------------------------------------------------------
+
+
+def flood(db: psycopg.Connection) -> None:
+    """What a neighbour lane can throw at the agent's finds: 120 near-duplicates of the question
+    vector, the question's words, tags and codes, and 200 edges naming them."""
+    items = [
+        {
+            "content": f"filler {i}: termination planned, salary 98,765 EUR, Kowalski INV-7001, shared handbook",
+            "tags": ["invoice", "project apollo", "handbook", "salary", "meeting"],
+            "vector": unit(1, 0.001 * i, 0, 0),
+        }
+        for i in range(120)
+    ]
+    ids = put(db, "other", items)
+    for a, b in itertools.pairwise(ids[:101]):
+        db.execute("select emem.link_records(%s, %s, 'concerns', '{\"plan\": \"termination planned\"}')", (a, b))
+        db.execute("select emem.link_records(%s, %s, 'shared', '{\"doc\": \"shared handbook\"}')", (b, a))
+
+
+def test_strict_isolation_leaks_no_count_rank_or_content(db: psycopg.Connection, agent: psycopg.Connection) -> None:
+    """Under strict isolation an agent's answers (rows, ranks, totals, explain's counts and list
+    ranks) are those of a database holding its readable lanes only: a flood of another lane
+    changes nothing, and pages are full of readable records."""
+    db.execute("select emem.set_agent_setting('agent', 'emem.lane_isolation', 'strict')")
+    for profile in (
+        "record_vectors, tags, window_vectors, fulltext",
+        "record_vectors:30, tags_by_terms:30, window_vectors:10, fulltext_by_rarity:15, fulltext_words:15",
+    ):
+        db.execute("select emem.set_agent_setting('agent', 'emem.pipeline_profile', %s)", (profile,))
+        before = answers(agent)
+        for found, explained, _ in before:
+            assert found["lane_isolation"] == "strict" and "lookups" in explained
+            assert {r["lane"] for r in found["rows"]} <= {"own", "shared"}
+            assert len(found["rows"]) == min(found["total_candidates"], 30)  # full pages
+        flood(db)
+        db.execute("analyze emem.records")
+        assert answers(agent) == before, f"another lane's data changed what the agent learns under {profile}"
+        db.execute("delete from emem.records where lane_name = 'other'")
+        probe("strict isolation", len(before) * 3)
+
+
+def test_in_strict_isolation_a_flood_does_not_push_readable_records_off_the_page(
+    db: psycopg.Connection, agent: psycopg.Connection, lanes: dict[str, list[int]]
+) -> None:
+    db.execute("select emem.set_agent_setting('agent', 'emem.lane_isolation', 'strict')")
+    flood(db)
+    found = envelope(agent, "what do we know?")
+    assert set(lanes["own"]) | set(lanes["shared"]) <= {r["record_id"] for r in found["rows"]}
+    db.execute("select emem.set_agent_setting('agent', 'emem.lane_isolation', null)")
+    seed = envelope(agent, "what do we know?")  # the seed's rule, documented: other lanes take slots
+    assert len(seed["rows"]) < len(found["rows"])
+    probe("flood", 2)
+
+
+# ---- writes ------------------------------------------------------------------------------------------
+
+
+def test_a_read_lane_is_not_a_write_lane(agent: psycopg.Connection, lanes: dict[str, list[int]]) -> None:
+    with pytest.raises(errors.InsufficientPrivilege, match="not a lane this role may write"):
+        agent.execute("select emem.put_record('note', 'x', 'shared')")
+    for call in ("select emem.tag_record(%s, array['mine'])", "select emem.put_record_vector(%s, '[1,0,0,0]')"):
+        with pytest.raises(errors.InsufficientPrivilege, match="may read but not write"):
+            agent.execute(call, (lanes["shared"][0],))
+    # linking from its own record to a shared one it reads is allowed
+    agent.execute("select emem.link_records(%s, %s, 'cites')", (lanes["own"][0], lanes["shared"][0]))
+    assert agent.execute("select emem.put_record('note', 'mine', 'own')").fetchone()[0] > 0
+    probe("write lanes", 3)
+
+
+def test_one_lanes_open_transaction_never_stalls_another_lanes_tags(
+    db: psycopg.Connection,
+    agent: psycopg.Connection,
+    lanes: dict[str, list[int]],
+    make_role: Callable[..., str],
+    dsn: Callable[..., str],
+) -> None:
+    neighbour = put(db, "other", [{"content": "neighbour note"}])[0]
+    with psycopg.connect(dsn(make_role("neighbour", "neighbour"))) as other:  # a transaction left open
+        other.execute("select emem.tag_record(%s, array['invoice', 'brand new tag'])", (neighbour,))
+        agent.execute("set lock_timeout = '1s'")
+        started = time.monotonic()
+        agent.execute("select emem.tag_record(%s, array['invoice', 'brand new tag'])", (lanes["own"][1],))
+        assert time.monotonic() - started < 1
+        agent.execute("select emem.put_record('note', 'more', 'own', array['brand new tag'])")
+        other.rollback()
+    counts = dict(
+        db.execute("select lane_name, record_count from emem.tag_vocabulary where tag = 'brand new tag'").fetchall()
+    )
+    assert counts == {"own": 2}
+    probe("tag count stall")
+
+
+def test_a_binding_does_not_outlive_its_role(db: psycopg.Connection, lanes: dict, dsn: Callable[..., str]) -> None:
+    db.execute("create role reborn login")
+    try:
+        db.execute("select emem.bind_role('reborn', 'agent')")
+        with psycopg.connect(dsn("reborn"), autocommit=True) as conn:
+            assert envelope(conn, "invoice")["rows"]
+        db.execute("drop role reborn")
+        db.execute("create role reborn login")
+        with psycopg.connect(dsn("reborn"), autocommit=True) as conn:
+            with pytest.raises(errors.InsufficientPrivilege, match="bound to no agent profile"):
+                envelope(conn, "invoice")
+            assert conn.execute("select count(*) from emem.records").fetchone()[0] == 0
+    finally:
+        db.execute("drop role if exists reborn")
+    probe("role identity")
+
+
+# ---- the question vector's model, Unicode ------------------------------------------------------------
+
+
+def test_a_vector_of_another_model_is_not_used(agent: psycopg.Connection) -> None:
+    assert envelope(agent, "invoice", model="m", fingerprint="fp")["degraded"] is False
+    for declared in ({"model": "another-model"}, {"model": "m", "fingerprint": "another-fp"}):
+        found = envelope(agent, "invoice", **declared)
+        assert found["degraded"] is True and found["degraded_reason"] == "declaration_mismatch"
+        assert all(r["distance_kind"] == "placeholder" for r in found["rows"])
+
+
+def test_nfc_and_nfd_spellings_find_the_same_records(db: psycopg.Connection, agent: psycopg.Connection) -> None:
+    nfd = "Zoe\u0308 Mu\u0308ller, cafe\u0301"  # Zoë Müller, café: letters and combining marks
+    [record] = put(db, "own", [{"content": nfd, "tags": ["cafe\u0301 visits"]}])
+    for question in ("Zo\u00eb M\u00fcller", "caf\u00e9 visits", nfd):
+        found = envelope(agent, question, None)
+        assert record in {r["record_id"] for r in found["rows"]}, question
+    assert db.execute("select tag from emem.record_tags where record_id = %s", (record,)).fetchone()[0] == (
+        "caf\u00e9 visits"
+    )
+
+
+# ---- one call cannot stall or crash the server --------------------------------------------------------
+
+BIG = "x" * 10_001
+
+
+@pytest.mark.parametrize(
+    ("call", "args", "message"),
+    [
+        ("select emem.analyse_question(%s)", (BIG,), "at most 10000 characters"),
+        ("select emem.e_gather_find_envelope(%s)", (BIG,), "at most 10000 characters"),
+        ("select emem.e_gather_find_envelope('q', null, 1, 30, %s)", (BIG,), "at most 200"),
+        ("select emem.e_health(%s, 3)", (BIG,), "at most 200 characters"),
+        ("select emem.e_timeline('-infinity', null, tags => %s)", ([str(i) for i in range(1001)],), "1 to 1000"),
+        ("select * from emem.records_with_all_tags(%s)", ([str(i) for i in range(1001)],), "1 to 1000"),
+        ("select emem.put_record('note', 'x', 'own', metadata => %s)", (json.dumps({"k": BIG * 7}),), "64 kB"),
+        ("select emem.put_record('note', 'x', 'own', source_key => %s)", (BIG,), "at most 500"),
+        ("select emem.put_window(%s, '[1,0,0,0]')", (list(range(1, 1002)),), "1 to 1000 record ids"),
+        ("select emem.e_gather_find_envelope('q', null, 1000, 1000)", (), "at most 100000"),
+    ],
+)
+def test_every_argument_is_capped(agent: psycopg.Connection, call: str, args: tuple, message: str) -> None:
+    with pytest.raises(errors.InvalidParameterValue, match=message):
+        agent.execute(call, args)
+    probe("argument caps")
+
+
+def test_link_properties_are_capped(agent: psycopg.Connection, lanes: dict[str, list[int]]) -> None:
+    own = lanes["own"][0]
+    for properties, message in ((json.dumps({"k": BIG * 7}), "64 kB"), (json.dumps({"k": "v" * 1001}), "1000")):
+        with pytest.raises(errors.InvalidParameterValue, match=message):
+            agent.execute("select emem.link_records(%s, %s, 'r', %s)", (own, own, properties))
+
+
+def test_a_statement_timeout_stops_a_find_at_once(db: psycopg.Connection, agent: psycopg.Connection) -> None:
+    """A deep page of a large degraded find runs for about half a second of list reads and Python
+    merging here: statement_timeout stops it within half a second of firing."""
+    items = [
+        {"content": f"note {i} about the apollo project notes", "tags": ["project apollo", f"t{i % 7}"]}
+        for i in range(25_000)
+    ]
+    for start in range(0, len(items), 5000):
+        put(db, "own", items[start : start + 5000])
+    db.execute(
+        "select emem.set_agent_setting('agent', 'emem.pipeline_profile', %s)",
+        ("tags_by_terms, fulltext_words, fulltext_by_rarity, tags, fulltext",),
+    )
+    question = "apollo project notes about the notes"
+    envelope(agent, question, None)  # warm: the lexicon and plans
+    agent.execute("set statement_timeout = '100ms'")
+    started = time.monotonic()
+    with pytest.raises(errors.QueryCanceled):
+        agent.execute("select emem.e_gather_find_envelope(%s, null, 30, 1000)", (question,))
+    assert time.monotonic() - started < 0.6
+    agent.execute("reset statement_timeout")
+    probe("statement timeout")
