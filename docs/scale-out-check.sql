@@ -483,6 +483,10 @@ cross join lateral per_shard_top(
      order by distance nulls last, found.record_id', q.embedding, 100000) as shards;
 select count(*) filter (where shards = one_table) as identical_of_20,
        min(cardinality(one_table)) as candidates,
+       (select count(*) from corpus_edges as e
+        join shard_records as f on f.record_id = e.from_record_id
+        join shard_records as t on t.record_id = e.to_record_id
+        where f.tableoid <> t.tableoid) as edges_across_partitions,
        (select count(*) from single_edge_labels where lane_name <> other_lane_name) / 2 as edges_across_lanes,
        (select count(*) from corpus_edges) as edges
 from tags_and_edges;
