@@ -20,6 +20,7 @@ package's version, is at /openapi.json (and /docs).
 import contextvars
 import errno
 import logging
+import logging.config
 import math
 import os
 import socket
@@ -44,8 +45,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from emem_client import calls
 from emem_client.access import AccessConfigError, AccessTokens, HostAllowList, bearer_token, is_loopback
+from emem_client.cli import OPENAI_DEFAULT_MODEL, OPENAI_DEFAULT_URL
 from emem_client.client import Client
-from emem_client.gateways import EmbeddedGateway, Gateway, OpenAIGateway
+from emem_client.gateways import EmbeddedGateway, Gateway, GatewayError, OpenAIGateway
 from emem_client.ingest import assume_utc
 from emem_client.service_settings import ServiceSettings
 from emem_client.types import FindPage, Health, RecordSummary
@@ -112,6 +114,7 @@ class Backend:
         then opens the pool; ServiceStartupError says what is wrong."""
         tokens = load_tokens(settings)
         check_database(settings.conninfo, tokens.roles if tokens else frozenset())
+        warm_up(gateway)
         pool = RolePool(
             settings.conninfo,
             min_size=1,
@@ -135,6 +138,17 @@ class Backend:
 
     def close(self) -> None:
         self.pool.close()
+
+
+def warm_up(gateway: Gateway) -> None:
+    """Loads the gateway's model before the first request; a gateway that is down is no reason not
+    to start (find answers degraded meanwhile)."""
+    try:
+        declaration = gateway.declaration()
+    except GatewayError as error:
+        logger.warning("the embedding gateway is not usable (%s): finds answer degraded until it is", error)
+        return
+    logger.info("embedding gateway: %s (%d dimensions)", declaration.model_name, declaration.dimension)
 
 
 def load_tokens(settings: ServiceSettings) -> AccessTokens | None:
@@ -381,8 +395,6 @@ def app_from_environment() -> FastAPI:
 
 
 def gateway_from_environment(environ: Mapping[str, str]) -> Gateway:
-    from emem_client.cli import OPENAI_DEFAULT_MODEL, OPENAI_DEFAULT_URL
-
     kind = environ.get("EMEM_GATEWAY", "embedded")
     if kind == "embedded":
         return EmbeddedGateway()
@@ -563,7 +575,7 @@ def error_body(error: psycopg.Error, status: int, settings: ServiceSettings) -> 
     if status == 500:
         logger.error("database error %s: %s", error.sqlstate, str(error).strip())
         return {"detail": "internal database error", "sqlstate": error.sqlstate}
-    if error.sqlstate == "57014":
+    if error.sqlstate == "57014" and "statement timeout" in (error.diag.message_primary or ""):
         detail = (
             f"the database did not answer within the service's statement timeout ({settings.statement_timeout:g} s)"
         )
@@ -598,14 +610,25 @@ def listening_socket(host: str, port: int) -> socket.socket:
         raise ServiceStartupError(f"cannot listen on {host} port {port}: {error.strerror}") from None
 
 
+# uvicorn's logging, with emem's messages in the same format.
+LOG_CONFIG = {
+    **uvicorn.config.LOGGING_CONFIG,
+    "loggers": {
+        **uvicorn.config.LOGGING_CONFIG["loggers"],
+        "emem": {"handlers": ["default"], "level": "INFO", "propagate": False},
+    },
+}
+
+
 def serve(settings: ServiceSettings, gateway: Gateway, port: int) -> None:
     """Runs the service with uvicorn until interrupted. Start-up problems (the port in use, the
     database unreachable or without emem, the tokens file) raise ServiceStartupError before it
     listens for requests."""
+    logging.config.dictConfig(LOG_CONFIG)
     listener = listening_socket(settings.bind_host, port)
     with listener:
         backend = Backend.open(settings, gateway)
-        config = uvicorn.Config(build_app(settings, lambda: backend), lifespan="on")
+        config = uvicorn.Config(build_app(settings, lambda: backend), lifespan="on", log_config=LOG_CONFIG)
         address = f"[{settings.bind_host}]" if ":" in settings.bind_host else settings.bind_host
-        logging.getLogger("uvicorn.error").info("emem serves on http://%s:%d (OpenAPI at /docs)", address, port)
+        logger.info("emem serves on http://%s:%d (OpenAPI at /docs)", address, port)
         uvicorn.Server(config).run(sockets=[listener])

@@ -75,9 +75,11 @@ class ServiceProcess:
         self.http = httpx.Client(base_url=self.url, timeout=30)
 
     @classmethod
-    def uvicorn(cls, env: dict[str, str], factory: str = "http_service:app_for_tests") -> "ServiceProcess":
+    def uvicorn(
+        cls, env: dict[str, str], factory: str = "http_service:app_for_tests", host: str = "127.0.0.1"
+    ) -> "ServiceProcess":
         port = free_port()
-        command = [sys.executable, "-m", "uvicorn", "--factory", factory, "--host", "127.0.0.1", "--port", str(port)]
+        command = [sys.executable, "-m", "uvicorn", "--factory", factory, "--host", host, "--port", str(port)]
         return cls(command, env, port).started()
 
     def started(self) -> "ServiceProcess":

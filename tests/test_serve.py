@@ -186,6 +186,34 @@ def test_no_auth_on_loopback_answers_as_the_login_role(dsn: Callable[..., str], 
         assert service.http.get("/health", headers={"Host": "attacker.example"}).status_code == 421
 
 
+def non_loopback_address() -> str | None:
+    """An address of this machine other than loopback, if it has one."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # a route lookup only: nothing is sent
+        except OSError:
+            return None
+        address = probe.getsockname()[0]
+    return None if address.startswith("127.") else address
+
+
+def test_no_auth_answers_nothing_that_arrives_off_loopback(dsn: Callable[..., str], agent: str, tmp_path: Path) -> None:
+    """The factory cannot see where its server listens: with EMEM_NO_AUTH it refuses every request
+    that arrives on an address other than loopback, even with an allowed Host header."""
+    address = non_loopback_address()
+    if address is None:
+        pytest.skip("this machine has no address besides loopback")
+    env = {"EMEM_DSN": dsn(agent), "EMEM_NO_AUTH": "1", "EMEM_TEST_GATEWAY_SWITCH": str(tmp_path / "down")}
+    with ServiceProcess.uvicorn(env, host="0.0.0.0") as service:
+        assert service.http.get("/find", params={"q": "INV-2031"}).status_code == 200
+        remote = httpx.get(
+            f"http://{address}:{service.port}/find", params={"q": "INV-2031"}, headers={"Host": "localhost"}, timeout=10
+        )
+        assert remote.status_code == 403
+        assert "loopback only" in remote.json()["detail"]
+        assert "INV-2031" not in remote.text
+
+
 def test_the_factory_takes_its_settings_from_the_environment(
     dsn: Callable[..., str], login_role: str, agent: str, tmp_path: Path
 ) -> None:
