@@ -473,8 +473,13 @@ def print_health(health: Health) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from emem_client.http import ServiceStartupError, serve  # fastapi and uvicorn load only for this command
-
+    try:  # fastapi and uvicorn load only for this command
+        from emem_client.http import ServiceStartupError, serve
+    except ImportError as error:
+        raise CommandError(
+            f"the HTTP service needs the server extra ({error.name} is not installed): "
+            "pip install 'emem-client[server]'"
+        ) from None
     try:
         settings = ServiceSettings(
             conninfo=option(args, "dsn"),

@@ -14,7 +14,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 
 import httpx
 from fastapi import FastAPI
@@ -113,5 +112,5 @@ class ServiceProcess:
     def __enter__(self) -> "ServiceProcess":
         return self
 
-    def __exit__(self, *_: type[BaseException] | BaseException | TracebackType | None) -> None:
+    def __exit__(self, *_: object) -> None:
         self.stop()

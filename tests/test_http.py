@@ -8,6 +8,7 @@ switched off while a file exists.
 """
 
 import hashlib
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -309,8 +310,6 @@ def test_a_host_header_off_the_allow_list_gets_421(
 
 
 def test_a_request_without_a_host_header_gets_421(service: ServiceProcess) -> None:
-    import socket
-
     with socket.create_connection(("127.0.0.1", service.port), timeout=10) as raw:
         raw.sendall(b"GET /health HTTP/1.0\r\n\r\n")
         assert raw.recv(100).split(b"\r\n")[0].split(b" ")[1] == b"421"

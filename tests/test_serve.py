@@ -137,6 +137,16 @@ def test_a_token_for_a_role_the_service_cannot_act_as_is_refused_at_start(
     )
 
 
+def test_serve_without_the_server_extra_says_how_to_install_it() -> None:
+    without_fastapi = "import sys; sys.modules['fastapi'] = None; from emem_client.cli import main; sys.exit(main())"
+    code, output = run_until_exit([sys.executable, "-c", without_fastapi, "serve", "--no-auth"])
+    assert code == 1
+    assert (
+        "the HTTP service needs the server extra (fastapi is not installed): pip install 'emem-client[server]'"
+        in output
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
