@@ -95,7 +95,7 @@ class AccessTokens:
     def __init__(self, grants: Mapping[str, TokenGrant]) -> None:
         """`grants` maps the SHA-256 (hex, lower case) of each token to what it grants."""
         for digest, grant in grants.items():
-            if not _is_sha256_hex(digest):
+            if not isinstance(digest, str) or not _is_sha256_hex(digest):
                 raise ValueError(f"{digest!r} is not a SHA-256 digest (64 hexadecimal characters)")
             if not isinstance(grant, TokenGrant):
                 raise ValueError(f"the grant of {digest[:12]}... is not a TokenGrant")
@@ -108,16 +108,19 @@ class AccessTokens:
         path = Path(path)
         try:
             mode = path.stat().st_mode
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
+        except OSError as error:
             raise AccessConfigError(f"cannot read the tokens file {path}: {error}") from None
-        if not stat.S_ISREG(mode):
+        if not stat.S_ISREG(mode):  # checked before reading: a FIFO would block
             raise AccessConfigError(f"the tokens file {path} is not a regular file")
         if mode & (stat.S_IWGRP | stat.S_IWOTH):
             raise AccessConfigError(
                 f"the tokens file {path} is writable by its group or others, who could grant themselves any "
                 f"role: chmod go-w {path}"
             )
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise AccessConfigError(f"cannot read the tokens file {path}: {error}") from None
         try:
             document = tomllib.loads(text)
         except tomllib.TOMLDecodeError as error:

@@ -2,6 +2,7 @@
 pure functions, tested without a server."""
 
 import hashlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -109,8 +110,17 @@ def test_a_bad_tokens_file_says_what_is_wrong(tmp_path: Path, text: str, message
 def test_a_tokens_file_that_is_missing_or_not_a_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(AccessConfigError, match="cannot read the tokens file"):
         AccessTokens.load(tmp_path / "missing.toml")
-    with pytest.raises(AccessConfigError, match="cannot read the tokens file"):
+    with pytest.raises(AccessConfigError, match="is not a regular file"):
         AccessTokens.load(tmp_path)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo, 0o600)
+    with pytest.raises(AccessConfigError, match="is not a regular file"):
+        AccessTokens.load(fifo)
+    latin1 = tmp_path / "latin1.toml"
+    latin1.write_bytes(b"[[token]]\nrole = '\xe9'\n")
+    latin1.chmod(0o600)
+    with pytest.raises(AccessConfigError, match=r"cannot read the tokens file .*utf-8"):
+        AccessTokens.load(latin1)
 
 
 def test_new_token_prints_an_entry_the_tokens_file_accepts(tmp_path: Path) -> None:
