@@ -33,6 +33,7 @@ from emem_client.ingest import (
     ingest_files,
     ingest_notes,
 )
+from emem_client.service_settings import LIMITS, ServiceSettings, default_setting, flag
 from emem_client.types import FindPage, FindRow, Health, RecordSummary
 
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
@@ -59,6 +60,13 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is not 1 or more")
+    return value
+
+
+def port_number(text: str) -> int:
+    value = positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port number (1 to 65535)")
     return value
 
 
@@ -178,11 +186,44 @@ def build_parser() -> argparse.ArgumentParser:
     health = commands.add_parser("health", parents=[common], help="does the gateway's model match the active space?")
     health.set_defaults(run=run_health)
 
-    serve = commands.add_parser("serve", parents=[common], help="the HTTP service (GET /find, /timeline, /health)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=positive_int, default=8000)
-    serve.set_defaults(run=run_serve)
+    add_serve_command(commands, common)
     return parser
+
+
+def add_serve_command(commands: Any, common: argparse.ArgumentParser) -> None:
+    serve = commands.add_parser(
+        "serve",
+        parents=[common],
+        help="the HTTP service: find, explain, timeline, health, remember and link records",
+        description="The HTTP service (OpenAPI at /openapi.json). Every request acts as the database role its "
+        "bearer token maps to in the tokens file; --no-auth (loopback only) answers without tokens, as the "
+        "login role of --dsn.",
+        epilog="Exit codes: 0 stopped, 1 could not start (the port in use, the database unreachable or without "
+        "the emem extension, the tokens file unusable; the message says which), 2 usage error.",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=port_number, default=8000, help="port to listen on (default 8000)")
+    serve.add_argument("--tokens", type=Path, metavar="FILE", help="bearer tokens mapped to database roles (TOML)")
+    serve.add_argument(
+        "--no-auth", action="store_true", help="no tokens: every request acts as the login role (loopback only)"
+    )
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host header name clients use to reach the service (repeatable; localhost and the --host address "
+        "are always allowed; * allows any)",
+    )
+    for name, limit in LIMITS.items():
+        serve.add_argument(
+            flag(name),
+            type=limit.kind,
+            default=default_setting(name),
+            metavar=limit.unit,
+            help=f"{limit.meaning} (default {default_setting(name)})",
+        )
+    serve.set_defaults(run=run_serve)
 
 
 def add_ingest_options(parser: argparse.ArgumentParser, kind: str) -> None:
@@ -432,9 +473,32 @@ def print_health(health: Health) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from emem_client.http import serve  # fastapi and uvicorn load only for this command
-
-    serve(option(args, "dsn"), make_gateway(args), args.host, args.port)
+    try:  # fastapi and uvicorn load only for this command
+        from emem_client.http import ServiceStartupError, serve
+    except ImportError as error:
+        raise CommandError(
+            f"the HTTP service needs the server extra ({error.name} is not installed): "
+            "pip install 'emem-client[server]'"
+        ) from None
+    try:
+        settings = ServiceSettings(
+            conninfo=option(args, "dsn"),
+            tokens_file=args.tokens,
+            no_auth=args.no_auth,
+            bind_host=args.host,
+            allowed_hosts=tuple(args.allowed_host),
+            statement_timeout=args.statement_timeout,
+            pool_size=args.pool_size,
+            pool_timeout=args.pool_timeout,
+            max_question_chars=args.max_question_chars,
+            max_body_bytes=args.max_body_bytes,
+        )
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    try:
+        serve(settings, make_gateway(args), args.port)
+    except ServiceStartupError as error:
+        raise CommandError(str(error)) from None
     return 0
 
 
