@@ -390,7 +390,7 @@ BAD_QUERIES = [
     ("/timeline", {"from": "1709500000"}, "from: '1709500000' is not an ISO 8601 date or time"),
     ("/timeline", {"from": "2024-03-01", "to": "2024\x00"}, "to: must not contain NUL characters"),
     ("/timeline", {"from": "2024-03-05", "to": "2024-03-04"}, "the timeline needs from_time <= to_time"),
-    ("/timeline", {"from": "2024-03-01", "kind": "memo"}, "kinds {memo} holds an unknown kind"),
+    ("/timeline", {"from": "2024-03-01", "kind": "memo"}, "holds an unknown kind"),
     ("/timeline", {"from": "2024-03-01", "tag": "a\x00b"}, "tag: must not contain NUL characters"),
     ("/timeline", {"from": "2024-03-01", "page": "2147483648"}, "page: Input should be less than or equal to"),
 ]
@@ -415,7 +415,7 @@ BAD_RECORDS = [
     ({"content": "   "}, "item 1: content must be a non-empty text"),
     ({"content": "a\x00b"}, "content: must not contain NUL characters"),
     ({"lane": "nowhere"}, "lane 'nowhere' is not a lane this role may write"),
-    ({"tags": ["ok", ""]}, "tags must be an array of texts of 1 to 200 characters"),
+    ({"tags": ["ok", ""]}, "tags must be an array of at most 1000 texts of 1 to 200 characters"),
     ({"authority": 2}, "authority must be a number from 0 to 1"),
     ({"occurred_at": "last week"}, "occurred_at: 'last week' is not an ISO 8601 date or time"),
     ({"metadata": {"k": "v\x00"}}, "metadata: must not contain NUL characters"),
@@ -526,7 +526,7 @@ def test_link_records_with_a_relation_and_properties(
     ).fetchone()
     assert edge == (records["ops"], records["replica"], "answered by", {"ticket": "OPS-1432", "minutes": 1})
     for change, message in (
-        ({"relation": " "}, "relation must be a non-empty text"),
+        ({"relation": " "}, "relation must be a text of 1 to 200 characters"),
         ({"relation": "a\x00"}, "relation: must not contain NUL characters"),
         ({"to_record_id": 2**63}, "out of range"),
         ({"to_record_id": 987654}, "unknown to record 987654"),
