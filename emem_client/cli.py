@@ -217,7 +217,7 @@ def add_ingest_options(parser: argparse.ArgumentParser, kind: str) -> None:
         default=defaults.batch_size,
         help=f"records per put_records call (default {defaults.batch_size})",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (there is none off a terminal)")
     if kind == "notes":
         return
     shape = defaults.conversation_windows if kind == "conversations" else defaults.file_windows
@@ -415,7 +415,7 @@ def run_ingest(args: argparse.Namespace) -> int:
             lane=args.lane,
             tags=tuple(args.tag),
             batch_size=args.batch_size,
-            progress=not args.no_progress,
+            progress=not args.no_progress and sys.stderr.isatty(),
             **window_options(args),
         )
     except ValueError as error:
