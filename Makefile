@@ -30,17 +30,27 @@ plpython/emem_db/lexicon.json: plpython/build_lexicon.py plpython/wordnet/lexnam
 
 install: install-plpython
 
+# The package with its subpackages; _version.py and lexicon.json are built, so named here.
+PLPYTHON_FILES = $(sort $(patsubst plpython/%,%,$(shell find plpython/emem_db -name '*.py' -not -path '*/__pycache__/*')) \
+                  emem_db/_version.py emem_db/lexicon.json)
+
 install-plpython: all
-	install -d $(DESTDIR)$(PLPYTHON_SITE)/emem_db
-	rm -f $(DESTDIR)$(PLPYTHON_SITE)/emem_db/*.py
-	install -m 644 plpython/emem_db/*.py plpython/emem_db/lexicon.json $(DESTDIR)$(PLPYTHON_SITE)/emem_db/
+	rm -rf '$(DESTDIR)$(PLPYTHON_SITE)/emem_db'
+	for f in $(PLPYTHON_FILES); do install -D -m 644 "plpython/$$f" "$(DESTDIR)$(PLPYTHON_SITE)/$$f" || exit 1; done
 
 uninstall: uninstall-plpython
 
 uninstall-plpython:
 	rm -rf $(DESTDIR)$(PLPYTHON_SITE)/emem_db
 
-.PHONY: install-plpython uninstall-plpython test bench eval
+# When a release ships: its install script is frozen in sql/releases/ with its hash in the manifest
+# (tests/test_upgrade.py checks both); the next change of SQL needs a new version.
+freeze: sql/$(EXTENSION)--$(EXTVERSION).sql
+	@test ! -e sql/releases/$(EXTENSION)--$(EXTVERSION).sql || { echo "$(EXTVERSION) is frozen already" >&2; exit 1; }
+	cp sql/$(EXTENSION)--$(EXTVERSION).sql sql/releases/
+	cd sql/releases && sha256sum $(EXTENSION)--$(EXTVERSION).sql >> SHA256SUMS
+
+.PHONY: install-plpython uninstall-plpython test bench eval freeze
 
 # The client, tests, benchmark and evaluation run in the project's virtual environment (setup.sh).
 PYTHON ?= .venv/bin/python

@@ -168,7 +168,7 @@ def profile_question(
 
 PHASES_BODY = """
 import cProfile, io, json, pstats, time
-import emem_db.gather as gather_module
+import emem_db.find as gather_module
 from emem_db._version import VERSION
 from emem_db.entry import backend
 
@@ -197,7 +197,7 @@ for _ in range(2):
     find()
 for name in ("caller", "request", "check_vector", "active_space", "run_lookups", "rows"):
     wrap(gather, name)
-for name in ("interleave", "total_candidates", "members"):
+for name in ("interleave", "total_candidates"):
     wrap(gather_module, name)
 try:
     started = time.perf_counter()

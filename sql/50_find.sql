@@ -15,7 +15,7 @@ security definer  -- reads every lane: the page is cut before the lane filter
 set search_path = pg_catalog, pg_temp
 as $$
 from emem_db.entry import backend
-from emem_db.gather import Gather, envelope_json
+from emem_db.find import Gather, envelope_json
 state = backend(GD, plpy, "@EXTVERSION@")
 return envelope_json(Gather(state).find(caller, question, question_vector, page, page_size))
 $$;
@@ -30,7 +30,7 @@ security definer  -- reads every lane, as e_gather_find does; rows keep to the c
 set search_path = pg_catalog, pg_temp
 as $$
 from emem_db.entry import backend
-from emem_db.gather import Gather, envelope_json
+from emem_db.find import Gather, envelope_json
 state = backend(GD, plpy, "@EXTVERSION@")
 return envelope_json(Gather(state).explain(caller, question, question_vector, page, page_size))
 $$;
@@ -118,3 +118,19 @@ set search_path = pg_catalog, pg_temp
 as $$ select emem.gather(question, question_vector, page, page_size, true) $$;
 comment on function emem.e_gather_explain(text, public.vector, integer, integer) is
   'For DBAs: how e_gather_find reads the question (terms, words WordNet knows, full-text terms), the pipeline profile, each lookup''s candidate count and time, and for each row of the page its rank in every lookup''s list.';
+
+create function emem.lookup_registry() returns table (
+    name text, label text, default_weight double precision, tie_order integer, needs_vector boolean,
+    in_seed_profile boolean, description text
+)
+language plpython3u immutable parallel safe
+set search_path = pg_catalog, pg_temp
+as $$
+from emem_db.entry import backend
+from emem_db.registry import LOOKUPS
+backend(GD, plpy, "@EXTVERSION@")
+return [(lookup.name, lookup.label, lookup.default_weight, order, lookup.needs_vector, lookup.in_seed_profile,
+         lookup.description) for order, lookup in enumerate(LOOKUPS, start=1)]
+$$;
+comment on function emem.lookup_registry() is
+  'The lookups emem.pipeline_profile may name, in the merge''s tie order: name, the label clients show, default weight, whether it needs a question vector, whether the seed''s profile runs it, and what it matches.';

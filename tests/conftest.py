@@ -23,18 +23,29 @@ def install_emem(host: str, port: int, user: str, dbname: str, password: str | N
         conn.execute("create extension emem cascade")
 
 
-def _server_reachable() -> None:
+def server_problem() -> str | None:
+    """Why the test server cannot be used, or None."""
     try:
         psycopg.connect(host=HOST, port=PORT, user=USER, dbname="postgres", connect_timeout=5).close()
     except psycopg.OperationalError as error:
-        pytest.exit(
+        return (
             f"no PostgreSQL at {HOST}:{PORT} as {USER} ({error}). Run the README's test command "
-            "(bash scripts/test.sh), which starts the local cluster.",
-            returncode=3,
+            "(bash scripts/test.sh), which starts the local cluster."
         )
+    return None
 
 
-_server_reachable()
+@pytest.fixture(scope="session")
+def server() -> None:
+    """Tests that need the server skip without one (the pure modules still test), except where a
+    server is required (EMEM_REQUIRE_SERVER=1, as the test command sets): there they fail."""
+    problem = server_problem()
+    if problem is not None:
+        if os.environ.get("EMEM_REQUIRE_SERVER") == "1":
+            pytest.fail(problem)
+        pytest.skip(problem)
+
+
 # One template per pytest process, so that concurrent runs do not share it.
 postgresql_noproc = factories.postgresql_noproc(
     host=HOST, port=PORT, user=USER, dbname=f"emem_test_{os.getpid()}", load=[install_emem]
@@ -43,7 +54,7 @@ postgresql = factories.postgresql("postgresql_noproc")
 
 
 @pytest.fixture
-def db(postgresql: psycopg.Connection) -> psycopg.Connection:
+def db(server: None, postgresql: psycopg.Connection) -> psycopg.Connection:
     """A superuser connection (autocommit) to a fresh database with emem installed."""
     postgresql.autocommit = True
     return postgresql

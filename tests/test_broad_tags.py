@@ -2,21 +2,16 @@
 reading: its list is read from the HNSW index as far as the merge reaches, its size counted."""
 
 import json
-import math
 import random
 
 import psycopg
 import pytest
+from vectors import unit
 
-from emem_db.lookups import EXACT_CANDIDATES
+from emem_db.tuning import DEFAULT_TUNING
 
 QUESTION_VECTOR = [1.0, 0.0, 0.0, 0.0]
-BROAD = EXACT_CANDIDATES + 400
-
-
-def unit(values: list[float]) -> list[float]:
-    norm = math.sqrt(sum(v * v for v in values))
-    return [v / norm for v in values]
+BROAD = DEFAULT_TUNING.exact_candidates + 400
 
 
 @pytest.fixture
@@ -30,7 +25,7 @@ def broad(db: psycopg.Connection) -> psycopg.Connection:
             "content": f"broad record {i}" + (" in Q3" if i % 10 != 1 else ""),
             "lane": "l",
             "tags": ["broad"] + (["rare"] if i % 100 == 0 else []),
-            **({"vector": unit([rng.uniform(-1, 1) for _ in range(4)])} if i % 10 else {}),
+            **({"vector": unit(*[rng.uniform(-1, 1) for _ in range(4)])} if i % 10 else {}),
         }
         for i in range(BROAD)
     ]
@@ -40,7 +35,7 @@ def broad(db: psycopg.Connection) -> psycopg.Connection:
             "content": f"rare only {i} INV-7",
             "lane": "l",
             "tags": ["rare"],
-            "vector": unit([rng.uniform(-1, 1) for _ in range(4)]),
+            "vector": unit(*[rng.uniform(-1, 1) for _ in range(4)]),
         }
         for i in range(30)
     ]
@@ -129,7 +124,7 @@ def exact_term_order(db: psycopg.Connection) -> list[int]:
 def test_broad_term_list_is_in_distance_order_then_records_without_vector(broad: psycopg.Connection) -> None:
     broad.execute("set emem.pipeline_profile = 'fulltext'")
     expected = exact_term_order(broad)
-    assert len(expected) > EXACT_CANDIDATES
+    assert len(expected) > DEFAULT_TUNING.exact_candidates
     first = envelope(broad, "Q3", QUESTION_VECTOR, 1, 50)
     assert first["total_candidates"] == len(expected)
     assert [r["record_id"] for r in first["rows"]] == expected[:50]

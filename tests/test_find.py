@@ -7,14 +7,10 @@ from collections.abc import Callable
 import psycopg
 import pytest
 from psycopg import errors
+from vectors import unit
 
 QUESTION_VECTOR = "[1,0,0,0]"
 LETTER = {"record_vectors": "V", "tags": "T", "window_vectors": "W", "fulltext": "F"}
-
-
-def unit(*values: float) -> list[float]:
-    norm = math.sqrt(sum(v * v for v in values))
-    return [v / norm for v in values]
 
 
 def put(db: psycopg.Connection, items: list[dict]) -> list[int]:

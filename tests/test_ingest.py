@@ -6,12 +6,12 @@ double of the gateway, not of PostgreSQL), so a vector tells which text was embe
 
 import hashlib
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from vectors import unit
 
 from emem_client import Client, ModelDeclaration
 from emem_client.ingest import (
@@ -41,12 +41,6 @@ class HashGateway:
     def embed(self, texts: list[str]) -> list[list[float]]:
         self.embedded.extend(texts)
         return [hash_vector(text) for text in texts]
-
-
-def unit_length(vector: list[float]) -> list[float]:
-    """How emem stores a vector."""
-    norm = math.sqrt(sum(x * x for x in vector))
-    return [x / norm for x in vector]
 
 
 def hash_vector(text: str) -> list[float]:
@@ -151,7 +145,7 @@ def test_every_turn_has_the_vector_of_its_own_text(db: psycopg.Connection, clien
         "select r.content, v.embedding::text from emem.records as r join emem.record_vectors as v using (record_id)"
         " where r.thread_id = 'review-2' and r.thread_position = 1"
     ).fetchone()
-    assert parse_vector(embedding) == pytest.approx(unit_length(hash_vector(content)))
+    assert parse_vector(embedding) == pytest.approx(unit(*hash_vector(content)))
 
 
 def test_windows_cover_consecutive_turns_and_never_cross_conversations(
@@ -167,7 +161,7 @@ def test_windows_cover_consecutive_turns_and_never_cross_conversations(
     assert all(members == [thread] for thread, _, _, members in found)
     assert report.windows_created == 3
     turns = [row[2] for row in thread_rows(db, "standup-1")]
-    assert parse_vector(found[2][2]) == pytest.approx(unit_length(hash_vector("\n".join(turns[1:4]))))
+    assert parse_vector(found[2][2]) == pytest.approx(unit(*hash_vector("\n".join(turns[1:4]))))
 
 
 def test_window_size_and_stride_are_configurable(db: psycopg.Connection, client: Client, tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emem_db.merge import Candidate, interleave
-from emem_db.profile import SEED_WEIGHTS
+from emem_db.registry import SEED_WEIGHTS
 
 LOOKUP_LETTERS = {"record_vectors": "V", "tags": "T", "window_vectors": "W", "fulltext": "F"}
 

@@ -6,7 +6,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from emem_db.profile import SEED_WEIGHTS, parse_profile
+from emem_db.profile import parse_profile
+from emem_db.registry import SEED_WEIGHTS
 
 CONTROL = Path(__file__).resolve().parent.parent / "control"
 

@@ -94,7 +94,8 @@ def assert_no_leak(what: object, who: str, vault: Vault, path: str) -> None:
     probed(who, path, vault)
 
 
-def unit(direction: tuple[float, ...], i: int) -> list[float]:
+def near(direction: tuple[float, ...], i: int) -> list[float]:
+    """A vector a little off `direction`, the further the larger i."""
     return [d + 0.01 * (i + 1) * (k + 1) for k, d in enumerate(direction)]
 
 
@@ -120,7 +121,7 @@ def vault(db: psycopg.Connection, make_role: Callable[..., str]) -> Vault:
                 "source_key": f"src{secret}",
                 "occurred_at": f"{day}1T09:00:00Z",
                 "authority": 0.9,
-                "vector": unit(direction, 0),
+                "vector": near(direction, 0),
             },
             {
                 "kind": "entity",
@@ -128,7 +129,7 @@ def vault(db: psycopg.Connection, make_role: Callable[..., str]) -> Vault:
                 "lane": lane,
                 "tags": ["customer:acme"],
                 "occurred_at": f"{day}2T09:00:00Z",
-                "vector": unit(direction, 1),
+                "vector": near(direction, 1),
             },
         ]
         items += [
@@ -139,7 +140,7 @@ def vault(db: psycopg.Connection, make_role: Callable[..., str]) -> Vault:
                 "thread_id": f"thread{secret}",
                 "thread_position": i,
                 "occurred_at": f"{day}3T09:0{i}:00Z",
-                "vector": unit(direction, 2 + i),
+                "vector": near(direction, 2 + i),
             }
             for i in range(3)
         ]
@@ -151,14 +152,14 @@ def vault(db: psycopg.Connection, make_role: Callable[..., str]) -> Vault:
                 "thread_id": f"file{secret}",
                 "thread_position": i,
                 "occurred_at": f"{day}4T09:0{i}:00Z",
-                "vector": unit(direction, 5 + i),
+                "vector": near(direction, 5 + i),
             }
             for i in range(2)
         ]
         ids = [r[0] for r in db.execute("select record_id from emem.put_records(%s)", (json.dumps(items),))]
         vault.ids[lane] = ids
-        db.execute("select emem.put_window(%s, %s::vector)", (ids[2:5], str(unit(direction, 9))))
-        db.execute("select emem.put_window(%s, %s::vector)", (ids[5:7], str(unit(direction, 10))))
+        db.execute("select emem.put_window(%s, %s::vector)", (ids[2:5], str(near(direction, 9))))
+        db.execute("select emem.put_window(%s, %s::vector)", (ids[5:7], str(near(direction, 10))))
         db.execute(
             "select emem.link_records(%s, %s, 'billed', %s)",
             (ids[0], ids[1], json.dumps({"invoice": f"INV{secret}", "amount": "1200 EUR"})),

@@ -4,22 +4,19 @@ merge reaches. A tiered reading gives exactly the list, the totals and the expla
 whole reading (the same backend with tiering switched off)."""
 
 import json
-import math
 import random
 
 import psycopg
 import pytest
+from vectors import unit
 
-from emem_db.lookups import EXACT_CANDIDATES
+from emem_db.tuning import DEFAULT_TUNING
+
+EXACT_CANDIDATES = DEFAULT_TUNING.exact_candidates
 
 RECORDS = 3300
 VECTOR = "[1,0,0,0]"
 MIXED = "did Kowalski pay INV-7 for the project apollo meeting in Q3?"
-
-
-def unit(values: list[float]) -> list[float]:
-    norm = math.sqrt(sum(v * v for v in values))
-    return [v / norm for v in values]
 
 
 def tags_of(i: int) -> list[str]:
@@ -48,7 +45,7 @@ def tiers(db: psycopg.Connection) -> psycopg.Connection:
                 + (["Kowalski"] if i % 50 == 0 else [])
                 + (["INV-7"] if i % 333 == 0 else [])
             ),
-            **({"vector": unit([rng.uniform(-1, 1) for _ in range(4)])} if i % 10 != 3 else {}),
+            **({"vector": unit(*[rng.uniform(-1, 1) for _ in range(4)])} if i % 10 != 3 else {}),
         }
         for i in range(RECORDS)
     ]
@@ -69,10 +66,10 @@ def tiers(db: psycopg.Connection) -> psycopg.Connection:
 
 
 def whole_reading(db: psycopg.Connection) -> None:
-    """This backend reads every scored list whole from now on."""
+    """This backend reads every scored list whole from now on (no tiers: a broad part is one too many)."""
     db.execute(
-        "do $$ import emem_db.lookups as lookups; lookups.MAX_BROAD_PARTS = 0; lookups.LAZY_DISTANCES = False $$"
-        " language plpython3u"
+        "do $$ import dataclasses; state = GD['emem_db']; state.tuning = dataclasses.replace(state.tuning,"
+        " max_broad_parts=0) $$ language plpython3u"
     )
 
 
@@ -119,6 +116,9 @@ def test_tiered_reading_gives_the_whole_reading(
     whole = answers(tiers, profile, question, vector)
     assert tiered["pages"] == whole["pages"] and tiered["totals"] == whole["totals"]
     assert tiered["pages"][2], "the question finds nothing: the case tests nothing"
+    # pages of 30 read the lists (and a scored list's distances) only as far as they reach: the
+    # same records as the page of 1000 that reads them all
+    assert tiered["pages"][0] + tiered["pages"][1] == tiered["pages"][2][:60]
     # explain's rank in a list read lazily is null beyond what was read, else the whole list's rank
     for lazy, read in zip(tiered["list_ranks"], whole["list_ranks"], strict=True):
         assert all(rank is None or rank == read[name] for name, rank in lazy.items())

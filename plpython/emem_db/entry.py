@@ -10,18 +10,21 @@ from typing import Any
 from emem_db._version import VERSION
 from emem_db.analysis import Analyser
 from emem_db.lexicon import Lexicon
+from emem_db.tuning import DEFAULT_TUNING, Tuning
 
 STATE_KEY = "emem_db"
 
 
 class Backend:
-    """What one database backend keeps between calls: the analyser and prepared plans."""
+    """What one database backend keeps between calls: the analyser, prepared plans and the
+    lookups' tuning."""
 
     def __init__(self, plpy: Any) -> None:
         self.plpy = plpy
+        self.tuning: Tuning = DEFAULT_TUNING
         self._analyser: Analyser | None = None
         self.plans: dict[tuple, Any] = {}
-        # (when emem.records was last analysed, {lexeme: share of records}): see Lookups.common_lexemes
+        # (when emem.records was last analysed, {lexeme: share of records}): lookups.fulltext.common_lexemes
         self.common_lexemes: tuple[tuple, dict[str, float]] | None = None
 
     @property

@@ -6,8 +6,9 @@ record and loses the sum of the weights of the lists still running. A record alr
 skipped and uses no slot; an exhausted list leaves the others going in their own proportions.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,13 @@ class Candidate:
     score: float | None = None  # what a list ordered by score first ranks by (matched terms, summed IDF)
 
 
+class RankedList(Protocol):
+    """What the merge needs of a list: the candidate at a position, IndexError past the end. A
+    list may fetch its candidates as the merge reaches them."""
+
+    def __getitem__(self, index: int, /) -> Candidate: ...
+
+
 @dataclass(frozen=True)
 class Placement:
     record_id: int
@@ -26,7 +34,7 @@ class Placement:
 
 
 def interleave(
-    lists: Mapping[str, Sequence[Candidate]],
+    lists: Mapping[str, RankedList],
     weights: Mapping[str, float],
     limit: int | None = None,
 ) -> list[Placement]:
@@ -51,12 +59,9 @@ def interleave(
     return merged
 
 
-def _skip_placed(candidates: Sequence[Candidate], next_index: dict[str, int], name: str, placed_ids: set[int]) -> bool:
+def _skip_placed(candidates: RankedList, next_index: dict[str, int], name: str, placed_ids: set[int]) -> bool:
     """Advance a list past records already placed; whether it still holds an unplaced one.
-
-    Lists are only indexed, never measured, so a list may fetch its candidates as the merge
-    reaches them (IndexError marks its end).
-    """
+    Lists are only indexed, never measured (IndexError marks their end)."""
     index = next_index[name]
     try:
         while candidates[index].record_id in placed_ids:

@@ -622,9 +622,9 @@ begin
             when item ? 'source_key' and (pg_catalog.jsonb_typeof(item->'source_key') <> 'string'
                  or item->>'source_key' = '')
                 then 'source_key must be a non-empty text'
-            when item ? 'vector' and pg_catalog.jsonb_typeof(item->'vector') not in ('array', 'string')
-                then pg_catalog.format('vector must be an array of %s numbers, or pgvector''s text of one'
-                                       ' such as "[0.1,0.2,...]" (embedding space %s, %s)',
+            when item ? 'vector' and (pg_catalog.jsonb_typeof(item->'vector') <> 'array'
+                 or pg_catalog.jsonb_array_length(item->'vector') <> dimension)
+                then pg_catalog.format('vector must be an array of %s numbers (embedding space %s, %s)',
                                        dimension, space.space_id, space.model_name)
             when i.n > pg_catalog.min(i.n) over (partition by i.item->>'lane', i.item->>'source_key')
                  and item ? 'source_key'
@@ -640,27 +640,19 @@ begin
             using errcode = case when problem.reason like 'lane % is not a lane%' then '42501' else '22023' end;
     end if;
 
-    -- Vectors are parsed once by pgvector (from the array's text, or the string as given: the
-    -- string is the fast form for bulk loads) and stored at unit length: cosine is all emem
-    -- measures, and unit vectors cannot overflow its arithmetic.
+    -- Vectors are parsed once (a non-number fails the cast) and stored at unit length: cosine is
+    -- all emem measures, and unit vectors cannot overflow its arithmetic.
     if dimension is not null then
         vectors := array(
-            select case when i.item ? 'vector' then
-                       (case when pg_catalog.jsonb_typeof(i.item->'vector') = 'string' then i.item->>'vector'
-                             else (i.item->'vector')::pg_catalog.text end)::public.vector end
-            from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
+            select x.vector::public.vector
+            from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n),
+                 pg_catalog.jsonb_to_record(i.item) as x(vector real[])
             order by i.n);
-        select v.n, public.vector_dims(v.vector) as dimensions into problem
+        select v.n into problem
         from pg_catalog.unnest(vectors) with ordinality as v(vector, n)
-        where v.vector is not null and (public.vector_dims(v.vector) operator(pg_catalog.<>) dimension
-                                        or public.vector_norm(v.vector) operator(pg_catalog.=) 0)
-        order by v.n
+        where v.vector is not null and public.vector_norm(v.vector) operator(pg_catalog.=) 0
         limit 1;
-        if found and problem.dimensions <> dimension then
-            raise exception 'item %: vector has % dimensions but embedding space % (%) has %',
-                problem.n, problem.dimensions, space.space_id, space.model_name, dimension
-                using errcode = '22023';
-        elsif found then
+        if found then
             raise exception 'item %: vector is the zero vector, which has no cosine distance', problem.n
                 using errcode = '22023';
         end if;
@@ -720,7 +712,7 @@ begin
 end
 $$;
 comment on function emem.put_records(jsonb, integer) is
-  'The bulk path: writes a JSON array of records ({kind, content, lane, tags, authority, occurred_at, thread_id, thread_position, metadata, source_key, vector}), all or nothing; a vector is an array of numbers or, faster, pgvector''s text "[0.1,0.2,...]"; returns each item''s record id. An item whose source_key its lane holds already is not written again (created = false). Vectors are stored at unit length.';
+  'The bulk path: writes a JSON array of records ({kind, content, lane, tags, authority, occurred_at, thread_id, thread_position, metadata, source_key, vector}), all or nothing; returns each item''s record id. An item whose source_key its lane holds already is not written again (created = false). Vectors are stored at unit length.';
 
 create function emem.put_record(
     kind text, content text, lane text, tags text[] default '{}', authority real default 0.5,

@@ -1,17 +1,19 @@
-"""e_gather_find inside the database: checks, the lookups the pipeline profile lists, the
-merge, pages cut before the lane filter, and degraded mode. The lookups and their orders are
-in lookups.py."""
+"""e_gather_find inside the database: checks, the lookups the pipeline profile lists (from the
+registry), the merge, pages cut before the lane filter, the totals, and degraded mode."""
 
 import json
 import math
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from emem_db.entry import Backend
-from emem_db.lookups import Lookups, Request, Space, members, positions, total_candidates
-from emem_db.merge import Candidate, Placement, interleave
-from emem_db.profile import VECTOR_LOOKUPS, ProfileError, parse_profile
+from emem_db.lists.base import CandidateList
+from emem_db.merge import Placement, interleave
+from emem_db.profile import ProfileError, parse_profile
+from emem_db.reader import Reader, Request, Space
+from emem_db.registry import BY_NAME
+from emem_db.totals import total_candidates
 
 MAX_PAGE = 100_000
 MAX_PAGE_SIZE = 1_000
@@ -42,9 +44,10 @@ class Gather:
 
     # ---- checks -------------------------------------------------------------------------
 
-    def fail(self, message: str, hint: str | None = None, sqlstate: str = "22023") -> None:
+    def fail(self, message: str, hint: str | None = None, sqlstate: str = "22023") -> NoReturn:
         fields = {"sqlstate": sqlstate} if hint is None else {"sqlstate": sqlstate, "hint": hint}
         self.plpy.error(message, **fields)
+        raise AssertionError("plpy.error raises")
 
     def check_page(self, page: int | None, page_size: int | None) -> None:
         if page is None or not 1 <= page <= MAX_PAGE:
@@ -154,15 +157,13 @@ class Gather:
 
     # ---- find ---------------------------------------------------------------------------
 
-    def run_lookups(self, request: Request, reach: int) -> tuple[dict[str, Sequence[Candidate]], dict[str, float]]:
+    def run_lookups(self, reader: Reader) -> tuple[dict[str, CandidateList], dict[str, float]]:
         """Each lookup of the profile that can run (the vector ones need a vector), timed."""
-        lookups = Lookups(self.state, request, reach)
-        runnable = [name for name in request.weights if not (request.degraded and name in VECTOR_LOOKUPS)]
-        lists: dict[str, Sequence[Candidate]] = {}
+        lists: dict[str, CandidateList] = {}
         timings: dict[str, float] = {}
-        for name in runnable:
+        for name in runnable(reader.request):
             started = time.perf_counter()
-            lists[name] = lookups.run(name)
+            lists[name] = BY_NAME[name].build(reader)
             timings[name] = round((time.perf_counter() - started) * 1000, 3)
         return lists, timings
 
@@ -179,17 +180,19 @@ class Gather:
             "degraded": request.degraded,
             "degraded_reason": DEGRADED_NO_VECTOR if request.degraded else None,
             "pipeline_profile": request.weights,
+            "lookups": lookups_of(request),
             "rows": self.rows(result, caller, request),
         }
 
     def page_of(self, request: Request, page: int, page_size: int) -> "PageResult":
         """Run the lookups, merge as far as the page reaches, and cut the page."""
-        lists, timings = self.run_lookups(request, page * page_size)
+        reader = Reader(self.state, request, page * page_size)
+        lists, timings = self.run_lookups(reader)
         started = time.perf_counter()
         merged = interleave(lists, request.weights, limit=page * page_size)
         timings["merge"] = round((time.perf_counter() - started) * 1000, 3)
         offset = (page - 1) * page_size
-        return PageResult(lists, timings, merged[offset:], offset, total_candidates(lists))
+        return PageResult(lists, timings, merged[offset:], offset, total_candidates(reader, lists.values()))
 
     def rows(self, result: "PageResult", caller: Caller, request: Request) -> list[dict]:
         if not result.places:
@@ -210,8 +213,9 @@ class Gather:
                 [page_ids],
             )
         }
-        found_by = {name: members(candidates, page_ids) for name, candidates in result.lists.items()}
-        windows = {c.record_id: c.windows for c in result.lists.get("window_vectors", ())}
+        found_by = {name: candidates.members(page_ids) for name, candidates in result.lists.items()}
+        window_list = result.lists.get("window_vectors")
+        windows = {c.record_id: c.windows for c in window_list.read()} if window_list else {}
         rows = []
         for rank, place in enumerate(result.places, start=result.offset + 1):
             detail = details[place.record_id]
@@ -244,7 +248,7 @@ class Gather:
         result = self.page_of(request, page, page_size)
         analysis = request.analysis
         page_ids = [place.record_id for place in result.places]
-        list_ranks = {name: positions(candidates, page_ids) for name, candidates in result.lists.items()}
+        list_ranks = {name: candidates.ranks(page_ids) for name, candidates in result.lists.items()}
         return {
             "question": {
                 "terms": analysis.terms,
@@ -256,7 +260,11 @@ class Gather:
             "degraded_reason": DEGRADED_NO_VECTOR if request.degraded else None,
             "active_space": vars(request.space) if request.space else None,
             "lookups": {
-                name: {"candidates": total_candidates({name: candidates}), "milliseconds": result.timings[name]}
+                name: {
+                    "label": BY_NAME[name].label,
+                    "candidates": candidates.size(),
+                    "milliseconds": result.timings[name],
+                }
                 for name, candidates in result.lists.items()
             },
             "merge_milliseconds": result.timings["merge"],
@@ -274,9 +282,23 @@ class Gather:
         }
 
 
+def runnable(request: Request) -> list[str]:
+    """The lookups of the profile that can run: those that need a vector only with one."""
+    return [name for name in request.weights if not (request.degraded and BY_NAME[name].needs_vector)]
+
+
+def lookups_of(request: Request) -> list[dict]:
+    """The profile's lookups in tie order, as the envelope names them for clients."""
+    ran = set(runnable(request))
+    return [
+        {"name": name, "label": BY_NAME[name].label, "weight": weight, "ran": name in ran}
+        for name, weight in request.weights.items()
+    ]
+
+
 @dataclass(frozen=True)
 class PageResult:
-    lists: dict[str, Sequence[Candidate]]
+    lists: dict[str, CandidateList]
     timings: dict[str, float]
     places: list[Placement]
     offset: int

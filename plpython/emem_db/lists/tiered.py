@@ -1,0 +1,111 @@
+"""A list ordered by a score first (matched terms, summed IDF), then by distance (degraded: by
+record id), whose broad tags or terms are not read whole.
+
+The records holding a narrow tag or term (or an edge) come fetched with their scores (a
+ScoredList). A record holding only broad ones scores what its combination of them gives, so each
+combination is a tier, read like a broad list as far as the merge reaches. The list walks the
+scores from the highest, merging the fetched records and the tiers of each score by distance. Its
+size, members and totals are those of the whole match.
+"""
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from emem_db.lists.base import CandidateList, Counting, Match, Predicate, distance_order, score_level, walk
+from emem_db.lists.broad import BroadList
+from emem_db.lists.scored import ScoredList
+from emem_db.merge import Candidate
+from emem_db.reader import Reader
+
+
+@dataclass(frozen=True)
+class Part:
+    """A broad tag or term: which records hold it (a predicate over a record id, and a query of
+    their ids), how many, and what it adds to a record's score."""
+
+    holds: Predicate
+    ids_sql: str
+    size: int
+    score_key: Any
+
+
+def tier_match(parts: tuple[Part, ...], broad: list[Part], narrow: Predicate) -> Match:
+    """The records holding these broad parts, none of the other broad ones and nothing narrow,
+    walked from the smallest of the parts."""
+    others = [part for part in broad if part not in parts]
+    source = min(parts, key=lambda part: part.size)
+
+    def holds_also(record_id: str, held: Iterable[Part]) -> str:
+        held_sql = "".join(f"({part.holds(record_id)}) and " for part in held)
+        not_held = "".join(f"not ({part.holds(record_id)}) and " for part in others)
+        return f"({held_sql}{not_held}not ({narrow(record_id)}))"
+
+    # A record of the source part holds the source: only the rest is checked.
+    ids_sql = (
+        f"select found.record_id from ({source.ids_sql}) as found (record_id)"
+        f" where {holds_also('found.record_id', [part for part in parts if part is not source])}"
+    )
+    return Match(
+        holds=lambda record_id: holds_also(record_id, parts),
+        ids_sql=ids_sql,
+        count_sql=f"select pg_catalog.count(*) as n from ({ids_sql}) as tier",
+        ids_in_order_sql=f"{ids_sql} order by found.record_id",
+    )
+
+
+class TieredList(CandidateList):
+    def __init__(
+        self,
+        reader: Reader,
+        whole: Match,
+        scored: ScoredList,
+        broad: list[Part],
+        score: Callable[[tuple[Part, ...]], float],
+        narrow: Predicate,
+    ) -> None:
+        self.whole = BroadList(reader, whole)
+        tiers = [
+            (score_level(score(parts)), BroadList(reader, tier_match(parts, broad, narrow)))
+            for count in range(1, len(broad) + 1)
+            for parts in itertools.combinations(broad, count)
+        ]
+        self.stream = self.in_order(scored, tiers)
+        self.loaded: list[Candidate] = []
+        self.complete = False
+
+    @staticmethod
+    def in_order(scored: ScoredList, tiers: list[tuple[float, BroadList]]) -> Iterator[Candidate]:
+        position = 0
+        for level in sorted(set(scored.levels) | {level for level, _ in tiers}, reverse=True):
+            at_level = position < len(scored) and scored.levels[position] == level
+            end = scored.level_end(position) if at_level else position
+            yield from heapq.merge(
+                (scored[n] for n in range(position, end)),
+                *(walk(tier) for tier_level, tier in tiers if tier_level == level),
+                key=distance_order,
+            )
+            position = end
+
+    def __getitem__(self, index: int) -> Candidate:
+        while index >= len(self.loaded) and not self.complete:
+            candidate = next(self.stream, None)
+            if candidate is None:
+                self.complete = True
+            else:
+                self.loaded.append(candidate)
+        return self.loaded[index]
+
+    def read(self) -> Sequence[Candidate]:
+        return self.loaded
+
+    def size(self) -> int:
+        return self.whole.size()
+
+    def members(self, record_ids: Iterable[int]) -> set[int]:
+        return self.whole.members(record_ids)
+
+    def counting(self) -> Counting:
+        return self.whole.counting()

@@ -1,0 +1,18 @@
+"""The lookups as set-based SQL over the extension's indexes, each a function of a Reader that
+returns its CandidateList. The registry (emem_db.registry) names them.
+
+Orders (ties are always broken by record id, ascending):
+- with a question vector, every list by distance; a record without a vector in the active
+  space counts as the worst distance, 2 (a placeholder);
+- degraded (no vector): tags and edges by the number of distinct question terms matched,
+  most first; full text by the number of terms matched, most first;
+- the opt-in components: tags_by_terms by matched terms, then distance; fulltext_by_rarity and
+  fulltext_words by the summed IDF of the terms matched, then distance.
+
+A tag or full-text match larger than Reader.exact_limit (a broad tag or term) is not fetched
+whole: its list is read from the HNSW index, filtered to the match, as far as the merge reaches
+(lists.broad), and its size is counted (for tags, from the tag vocabulary's counts). A list
+ordered by a score first reads the records of its broad tags or terms the same way, one tier per
+combination of them (lists.tiered); the records it fetches whole come with their scores, and
+their distances are fetched one score level at a time (lists.scored).
+"""

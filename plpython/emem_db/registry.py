@@ -1,0 +1,64 @@
+"""The lookups e_gather_find can run, one definition each, in the merge's tie order.
+
+The one source of their names, default weights, tie order, whether they need a question vector,
+the labels clients show, and the function that builds each list. The profile parser, the
+merge, explain and the envelope read it here; clients read it through emem.lookup_registry()
+and the envelope's `lookups`.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from emem_db.lists.base import CandidateList
+from emem_db.lookups import fulltext, tags, vectors
+from emem_db.reader import Reader
+
+
+@dataclass(frozen=True)
+class Lookup:
+    name: str
+    label: str
+    default_weight: float
+    needs_vector: bool
+    in_seed_profile: bool
+    build: Callable[[Reader], CandidateList]
+    description: str
+
+
+# The seed's proportions are 40 : 35 : 20 : 5 (record vector : tag or edge property : window :
+# full text); an opt-in component takes the weight of the seed lookup it refines and ties right
+# after it.
+LOOKUPS: tuple[Lookup, ...] = (
+    Lookup(
+        "record_vectors", "vector", 40, True, True, vectors.record_vectors,
+        "the nearest record vectors of the active space",
+    ),
+    Lookup(
+        "tags", "tags", 35, False, True, tags.tags,
+        "records whose tags, or edges whose relation or properties, the question's words name; by distance",
+    ),
+    Lookup(
+        "tags_by_terms", "tags by terms", 35, False, False, tags.tags_by_terms,
+        "as tags, ordered by the number of question terms matched first, then by distance",
+    ),
+    Lookup(
+        "window_vectors", "window", 20, True, True, vectors.window_vectors,
+        "the nearest window vectors of the active space, each adding the records it was made from",
+    ),
+    Lookup(
+        "fulltext", "fulltext", 5, False, True, fulltext.fulltext,
+        "records whose text holds a question term WordNet does not know (names, codes, figures); by distance",
+    ),
+    Lookup(
+        "fulltext_by_rarity", "rare terms", 5, False, False, fulltext.fulltext_by_rarity,
+        "as fulltext, ordered by the summed rarity (IDF) of the terms matched first, then by distance",
+    ),
+    Lookup(
+        "fulltext_words", "words", 5, False, False, fulltext.fulltext_words,
+        "records whose text holds any telling content word of the question; by summed IDF, then distance",
+    ),
+)  # fmt: skip
+
+BY_NAME: dict[str, Lookup] = {lookup.name: lookup for lookup in LOOKUPS}
+SEED_WEIGHTS: dict[str, float] = {lookup.name: lookup.default_weight for lookup in LOOKUPS if lookup.in_seed_profile}
+SEED_PROFILE = ", ".join(SEED_WEIGHTS)

@@ -1,0 +1,32 @@
+"""The measured cost constants that decide how the lookups read a match, in one place.
+
+The figures behind them are in bench/README.md. A backend keeps one Tuning (entry.Backend.tuning).
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Tuning:
+    # A match of up to this many records is always fetched whole. With a vector the limit grows
+    # with the space: a filtered HNSW scan visits about reach * records / size vectors to find
+    # `reach` matches, each visit costing some ten times what an exact read pays per match, so the
+    # two meet near size = sqrt(filtered_scan_cost_ratio * reach * records). Measured at 1M
+    # records, page 1: a 3,000-record tag costs 16-23 ms read whole and 32-55 ms by the filtered
+    # scan, a term on 17,700 records 100-145 ms and 45-300 ms, a tag on 120,000 records about
+    # 720 ms and 10-35 ms.
+    exact_candidates: int = 2_000
+    filtered_scan_cost_ratio: float = 10
+    # ef_search of the filtered scans: fixed, so that a longer fetch extends a shorter one.
+    filtered_scan_ef_search: int = 100
+    # A scored list with more broad tags or terms than this is read whole (2^n - 1 tiers otherwise).
+    max_broad_parts: int = 3
+    # A term's document frequency is counted up to this many records (a larger one says little).
+    document_frequency_cap: int = 20_000
+    # fulltext_words leaves out a word on more than this share of the records (and on at least
+    # common_word_floor of them: a word on fewer records is cheap to search, however common).
+    common_word_share: float = 0.05
+    common_word_floor: int = 1_000
+
+
+DEFAULT_TUNING = Tuning()
