@@ -109,8 +109,8 @@ def timeline(
         "select * from emem.e_timeline(%s::timestamptz, %s::timestamptz, %s::integer, %s::integer,"
         " %s::text[], %s::text[])",
         (
-            "-infinity" if from_time is None else from_time,
-            "infinity" if to_time is None else to_time,
+            _time_bound(from_time, "from_time", "-infinity"),
+            _time_bound(to_time, "to_time", "infinity"),
             page,
             page_size,
             _text_array(kinds),
@@ -118,6 +118,14 @@ def timeline(
         ),
         _summaries,
     )
+
+
+def _time_bound(value: datetime | None, name: str, open_end: str) -> datetime | str:
+    if value is None:
+        return open_end
+    if not isinstance(value, datetime):
+        raise TypeError(f"{name} must be a datetime, or None for no bound; got {type(value).__name__}")
+    return value
 
 
 def records_with_all_tags(tags: Iterable[str]) -> Call[list[RecordSummary]]:

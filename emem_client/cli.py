@@ -136,7 +136,7 @@ def option(args: argparse.Namespace, name: str) -> Any:
     return getattr(args, name) if hasattr(args, name) else OPTION_DEFAULTS[name]()
 
 
-Commands = Any  # argparse's subparsers action (its class is private)
+Commands = argparse._SubParsersAction  # what add_subparsers returns; add_<command> adds to it
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -484,7 +484,7 @@ FIND_COLUMNS = ["rank", "id", "kind", "lane", "placed by", "found by", "distance
 
 
 def find_cells(row: FindRow, labels: Mapping[str, str], content: str | None = None) -> list[str]:
-    """A find row as table cells (FIND_COLUMNS), lookups by their `labels` (FindPage.label_of); `content`
+    """A find row as table cells (FIND_COLUMNS), lookups by their `labels` (lookup_labels); `content`
     replaces the record's text, e.g. by an excerpt."""
     return [
         str(row.rank),
@@ -523,6 +523,8 @@ def run_explain(args: argparse.Namespace) -> int:
 
 
 def print_explanation(explanation: Mapping[str, Any], registry: list[RegisteredLookup]) -> None:
+    """The analysis, then a table of the profile's lookups and one of each row's rank in their lists,
+    lookups in the registry's (the merge's tie) order and by its labels."""
     question = explanation["question"]
     out(f"terms: {', '.join(question['terms']) or '(none)'}")
     out(f"words WordNet knows: {', '.join(question['known_words']) or '(none)'}")
@@ -534,35 +536,34 @@ def print_explanation(explanation: Mapping[str, Any], registry: list[RegisteredL
             out(f"  {explanation['degraded_message']}")
     out(f"{explanation['total_candidates']} candidates, merged in {explanation['merge_milliseconds']:.1f} ms")
     profile = explanation["pipeline_profile"]
-    ordered = [lookup for lookup in registry if lookup.name in profile]
+    in_profile = [lookup for lookup in registry if lookup.name in profile]
     out("")
-    lookups = explanation["lookups"]
     print_table(
         ["lookup", "label", "weight", "candidates", "ms"],
         [
-            [lookup.name, lookup.label, f"{float(profile[lookup.name]):g}"]
-            + (
-                [str(lookups[lookup.name]["candidates"]), f"{lookups[lookup.name]['milliseconds']:.1f}"]
-                if lookup.name in lookups
-                else ["-", "skipped"]
-            )
-            for lookup in ordered
+            [lookup.name, lookup.label, f"{float(profile[lookup.name]):g}", *lookup_figures(explanation, lookup.name)]
+            for lookup in in_profile
         ],
     )
     out("")
     out("rank of each row of the page in each lookup's list (-: not in it, or beyond what was read):")
+    labels = {lookup.name: lookup.label for lookup in registry}
     print_table(
-        ["rank", "id", "placed by", *(lookup.label for lookup in ordered)],
+        ["rank", "id", "placed by", *(lookup.label for lookup in in_profile)],
         [
-            [str(row["rank"]), str(row["record_id"]), label_of(registry, row["placed_by"])]
-            + [rank_text(row["list_ranks"].get(lookup.name)) for lookup in ordered]
+            [str(row["rank"]), str(row["record_id"]), labels.get(row["placed_by"], row["placed_by"])]
+            + [rank_text(row["list_ranks"].get(lookup.name)) for lookup in in_profile]
             for row in explanation["rows"]
         ],
     )
 
 
-def label_of(registry: list[RegisteredLookup], name: str) -> str:
-    return next((lookup.label for lookup in registry if lookup.name == name), name)
+def lookup_figures(explanation: Mapping[str, Any], name: str) -> list[str]:
+    """A lookup's candidates and milliseconds, or that it was skipped (a vector lookup, degraded)."""
+    figures = explanation["lookups"].get(name)
+    if figures is None:
+        return ["-", "skipped"]
+    return [str(figures["candidates"]), f"{figures['milliseconds']:.1f}"]
 
 
 def rank_text(rank: int | None) -> str:
@@ -614,7 +615,7 @@ def print_health(health: Health) -> None:
         out("gateway model: unreadable" + (f": {health.gateway_message}" if health.gateway_message else ""))
     out(space_line(health.active_space))
     if not health.ok:
-        out("degraded is not an outage: find answers from tags, edge properties and full text meanwhile")
+        out("degraded is not an outage: find answers meanwhile from the lookups that need no vector")
 
 
 def space_line(space: Mapping[str, Any] | None) -> str:

@@ -158,22 +158,29 @@ def load_embedded_model(device: str) -> Any:
 
 
 def embedded_install_command() -> str:
-    """The pip command that adds the embedded model to this installation of the client.
-
-    A client installed from a checkout (pip records where, PEP 610) is pointed back at it;
-    otherwise at the package's name.
-    """
+    """The pip command that adds the embedded model to this installation of the client, from where
+    pip installed it (its PEP 610 record, direct_url.json)."""
     # A checkout may hold an egg-info of its own beside pip's record, so every record is asked.
     records = (dist.read_text("direct_url.json") for dist in distributions(name="emem-client"))
     try:
         origin = json.loads(next((record for record in records if record), "{}"))
     except ValueError:
         origin = {}
-    url = urlparse(origin.get("url", ""))
-    if url.scheme != "file" or "dir_info" not in origin:
-        return "pip install 'emem-client[embedded]'"
-    editable = "-e " if origin["dir_info"].get("editable") else ""
-    return f"pip install {editable}'{unquote(url.path)}[embedded]'"
+    return install_command_for(origin)
+
+
+def install_command_for(origin: dict[str, Any]) -> str:
+    """`pip install` with the `embedded` extra from the origin pip recorded: a checkout (editable or
+    not), a repository or an archive. emem-client is not on PyPI, so a bare name would not do."""
+    url = origin.get("url", "")
+    if "dir_info" in origin and url.startswith("file://"):
+        editable = "-e " if origin["dir_info"].get("editable") else ""
+        return f"pip install {editable}'{unquote(urlparse(url).path)}[embedded]'"
+    if "vcs_info" in origin:
+        return f"pip install 'emem-client[embedded] @ {origin['vcs_info']['vcs']}+{url}'"
+    if "archive_info" in origin:
+        return f"pip install 'emem-client[embedded] @ {url}'"
+    return "pip install '/path/to/your/emem/checkout[embedded]'"
 
 
 # Worth another try: the service may be restarting or shedding load.

@@ -95,10 +95,6 @@ class FindPage:
     lookups: list[LookupRun]  # every lookup of the profile, in the merge's tie order
     rows: list[FindRow]
 
-    def label_of(self, lookup_name: str) -> str:
-        """The lookup's short label (as the database names it), for tables."""
-        return next((lookup.label for lookup in self.lookups if lookup.name == lookup_name), lookup_name)
-
     @classmethod
     def from_envelope(
         cls, envelope: Mapping[str, Any], degraded_reason: str | None = None, degraded_message: str | None = None
@@ -114,7 +110,7 @@ class FindPage:
             degraded_reason=(degraded_reason or envelope["degraded_reason"]) if degraded else None,
             degraded_message=degraded_message if degraded else None,
             pipeline_profile={name: float(weight) for name, weight in envelope["pipeline_profile"].items()},
-            lookups=[LookupRun.from_json(lookup) for lookup in envelope.get("lookups", [])],  # TODO(contract)
+            lookups=[LookupRun.from_json(lookup) for lookup in envelope["lookups"]],
             rows=[FindRow.from_json(row) for row in envelope["rows"]],
         )
 

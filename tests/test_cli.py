@@ -373,22 +373,37 @@ def test_a_database_without_the_extension_gets_one_clear_message(
     assert capsys.readouterr() == ("", f"emem: error: {missing_extension_message(name, db)}\n")
 
 
+def use_the_recommended_profile(db: psycopg.Connection) -> list[tuple[str, str, bool]]:
+    """Sets control/exact_first.conf's profile for the test database; (name, label, needs_vector) of its
+    lookups as the database's registry lists them, in tie order."""
+    recommended = (Path(__file__).resolve().parent.parent / "control" / "exact_first.conf").read_text()
+    profile = re.search(r"^emem\.pipeline_profile\s*=\s*'([^']+)'", recommended, re.MULTILINE)[1]
+    db.execute(f"alter database {db.info.dbname} set emem.pipeline_profile = '{profile}'")
+    names = [entry.split(":")[0].strip() for entry in profile.split(",")]
+    lookups = db.execute(
+        "select name, label, needs_vector from emem.lookup_registry() where name = any(%s) order by tie_order",
+        (names,),
+    ).fetchall()
+    assert len(lookups) == len(names) == 5
+    return lookups
+
+
 def test_explain_shows_how_find_reads_the_question(
     db: psycopg.Connection, emem: Callable[..., tuple[int, str, str]], ingested: None
 ) -> None:
-    code, out, _ = emem("explain", "Who filed OPS-1432?")
-    assert code == 0
-    lines = out.splitlines()
-    assert lines[:3] == ["terms: file, ops-1432", "words WordNet knows: file", "terms for full text: OPS-1432"]
-    registry = db.execute("select name, label from emem.lookup_registry() order by tie_order").fetchall()
-    profile = as_json(emem("explain", "Who filed OPS-1432?", "--json")[1])["pipeline_profile"]
-    in_profile = [(name, label) for name, label in registry if name in profile]
-    table = lines[lines.index("lookup          label     weight  candidates  ms") + 1 :]
-    assert [tuple(line.split()[:2]) for line in table[: len(in_profile)]] == in_profile
-    ranks_header = lines[
-        lines.index("rank of each row of the page in each lookup's list (-: not in it, or beyond what was read):") + 1
-    ]
-    assert ranks_header.split() == ["rank", "id", "placed", "by", *(label for _, label in in_profile)]
+    lookups = use_the_recommended_profile(db)
+    for gateway, degraded in (([], False), (DOWN_GATEWAY, True)):
+        code, out, _ = emem(*gateway, "explain", "Who filed OPS-1432?")
+        assert code == 0
+        lines = out.splitlines()
+        assert lines[:3] == ["terms: file, ops-1432", "words WordNet knows: file", "terms for full text: OPS-1432"]
+        assert ("DEGRADED (gateway_down): the vector lookups do not run" in lines) == degraded
+        table = lines[lines.index("") + 2 :][: len(lookups)]  # under the blank line and the header
+        for (name, label, needs_vector), line in zip(lookups, table, strict=True):
+            figures = r"-\s+skipped" if degraded and needs_vector else r"\d+\s+\d+\.\d"
+            assert re.fullmatch(rf"{name}\s+{label}\s+\d+\s+{figures}", line), line
+        ranks_header = lines[next(n for n, line in enumerate(lines) if line.startswith("rank of each row")) + 1]
+        assert re.split(r"\s{2,}", ranks_header) == ["rank", "id", "placed by", *(label for _, label, _ in lookups)]
 
     code, out, _ = emem("explain", "Who filed OPS-1432?", "--json", "--page-size", "2")
     explanation = as_json(out)
@@ -399,22 +414,19 @@ def test_explain_shows_how_find_reads_the_question(
 def test_find_names_every_lookup_of_the_profile_as_the_database_lists_them(
     db: psycopg.Connection, emem: Callable[..., tuple[int, str, str]], ingested: None
 ) -> None:
-    recommended = (Path(__file__).resolve().parent.parent / "control" / "exact_first.conf").read_text()
-    profile = re.search(r"^emem\.pipeline_profile\s*=\s*'([^']+)'", recommended, re.MULTILINE)[1]
-    db.execute(f"alter database {db.info.dbname} set emem.pipeline_profile = '{profile}'")
-    names = [entry.split(":")[0].strip() for entry in profile.split(",")]
-    registry = db.execute(
-        "select label, needs_vector from emem.lookup_registry() where name = any(%s) order by tie_order", (names,)
-    ).fetchall()
-    assert len(registry) == len(names) == 5
+    lookups = use_the_recommended_profile(db)
     code, out, _ = emem("find", "Who filed OPS-1432?")
-    assert code == 0 and out.splitlines()[0].endswith(f", from {', '.join(label for label, _ in registry)}")
+    assert code == 0 and out.splitlines()[0].endswith(f", from {', '.join(label for _, label, _ in lookups)}")
     code, out, _ = emem(*DOWN_GATEWAY, "find", "Who filed OPS-1432?")
     first, second = out.splitlines()[:2]
     assert code == 0
-    assert first.endswith(f", from {', '.join(label for label, needs_vector in registry if not needs_vector)}")
-    skipped = ", ".join(label for label, needs_vector in registry if needs_vector)
+    assert first.endswith(f", from {', '.join(label for _, label, needs_vector in lookups if not needs_vector)}")
+    skipped = ", ".join(label for _, label, needs_vector in lookups if needs_vector)
     assert second.startswith(f"DEGRADED (gateway_down): no question vector, so {skipped} did not run")
+    page = as_json(emem(*DOWN_GATEWAY, "find", "Who filed OPS-1432?", "--json")[1])
+    assert [(lookup["name"], lookup["label"], lookup["ran"]) for lookup in page["lookups"]] == [
+        (name, label, not needs_vector) for name, label, needs_vector in lookups
+    ]
 
 
 # Window title, clipboard write (OSC 52), bell, an 8-bit CSI, a right-to-left override.

@@ -271,6 +271,8 @@ def test_a_timeline_bound_left_out_leaves_that_end_open(client: Client, corpus: 
     ]
     assert [r.record_id for r in client.timeline(to_time=DAY)] == [corpus["invoice"]]
     assert len(client.timeline()) == 4
+    with pytest.raises(TypeError, match="from_time must be a datetime, or None for no bound; got str"):
+        client.timeline("2024-03-01")  # type: ignore[arg-type]
 
 
 def test_vectors_and_windows_are_written_for_threads(client: Client) -> None:

