@@ -1,7 +1,9 @@
 """emem_client: the thin Python client of emem."""
 
+from importlib.metadata import PackageNotFoundError, version
+
 from emem_client.aio import AsyncClient
-from emem_client.calls import NO_ACTIVE_SPACE
+from emem_client.calls import NO_ACTIVE_SPACE, ExtensionMissingError
 from emem_client.client import Client
 from emem_client.gateways import (
     DECLARATION_MISMATCH,
@@ -9,6 +11,7 @@ from emem_client.gateways import (
     GATEWAY_BAD_ANSWER,
     GATEWAY_DOWN,
     GATEWAY_TIMEOUT,
+    GATEWAY_UNAVAILABLE,
     EmbeddedGateway,
     Gateway,
     GatewayError,
@@ -18,17 +21,24 @@ from emem_client.gateways import (
 )
 from emem_client.types import EmbeddingSpace, FindPage, FindRow, Health, RecordSummary
 
+try:
+    __version__ = version("emem-client")
+except PackageNotFoundError:  # run from a checkout that pip did not install
+    __version__ = "unknown"
+
 __all__ = [
     "DECLARATION_MISMATCH",
     "DECLARATION_UNREADABLE",
     "GATEWAY_BAD_ANSWER",
     "GATEWAY_DOWN",
     "GATEWAY_TIMEOUT",
+    "GATEWAY_UNAVAILABLE",
     "NO_ACTIVE_SPACE",
     "AsyncClient",
     "Client",
     "EmbeddedGateway",
     "EmbeddingSpace",
+    "ExtensionMissingError",
     "FindPage",
     "FindRow",
     "Gateway",
@@ -37,5 +47,6 @@ __all__ = [
     "ModelDeclaration",
     "OpenAIGateway",
     "RecordSummary",
+    "__version__",
     "fingerprint_of",
 ]

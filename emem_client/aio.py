@@ -16,8 +16,9 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from emem_client import calls
+from emem_client.client import server_of
 from emem_client.gateways import EmbeddedGateway, Gateway, GatewayError
-from emem_client.types import EmbeddingSpace, FindPage, Health, RecordSummary
+from emem_client.types import EmbeddingSpace, FindPage, Health, RecordSummary, RegisteredLookup
 
 T = TypeVar("T")
 
@@ -39,20 +40,24 @@ class AsyncClient:
         vector, reason = await self._question_vector(question)
         return await self.run(calls.find(question, vector, page, page_size, reason))
 
-    async def explain(self, question: str) -> dict[str, Any]:
+    async def explain(self, question: str, page: int = 1, page_size: int = 30) -> dict[str, Any]:
         vector, reason = await self._question_vector(question)
-        return await self.run(calls.explain(question, vector, reason))
+        return await self.run(calls.explain(question, vector, page, page_size, reason))
 
     async def timeline(
         self,
-        from_time: datetime,
-        to_time: datetime,
+        from_time: datetime | None = None,
+        to_time: datetime | None = None,
         page: int = 1,
         page_size: int = 30,
         kinds: Iterable[str] | None = None,
         tags: Iterable[str] | None = None,
     ) -> list[RecordSummary]:
         return await self.run(calls.timeline(from_time, to_time, page, page_size, kinds, tags))
+
+    async def lookup_registry(self) -> list[RegisteredLookup]:
+        """Every lookup emem knows, in the merge's tie order, with its label, default weight and description."""
+        return await self.run(calls.lookup_registry())
 
     async def records_with_all_tags(self, tags: Iterable[str]) -> list[RecordSummary]:
         return await self.run(calls.records_with_all_tags(tags))
@@ -88,10 +93,10 @@ class AsyncClient:
 
     async def health(self) -> Health:
         try:
-            declaration, reason = await asyncio.to_thread(self.gateway.declaration), None
+            declaration, problem = await asyncio.to_thread(self.gateway.declaration), None
         except GatewayError as error:
-            declaration, reason = None, error.reason
-        return await self.run(calls.health(declaration, reason))
+            declaration, problem = None, error
+        return await self.run(calls.health(declaration, problem))
 
     async def ensure_space(self, activate: bool = True) -> int:
         declaration = await asyncio.to_thread(self.gateway.declaration)
@@ -101,15 +106,10 @@ class AsyncClient:
 
     async def run(self, call: calls.Call[T]) -> T:
         """Runs one Call (emem_client.calls) in its own transaction block: the way to add SQL calls."""
-        async with (
-            self._connection() as connection,
-            connection.transaction(),
-            connection.cursor(row_factory=dict_row) as cursor,
-        ):
-            await cursor.execute(call.sql, call.params)
-            return call.read(await cursor.fetchall())
+        async with self._connection() as connection:
+            return await run_on(connection, call)
 
-    async def _question_vector(self, question: str) -> tuple[list[float] | None, str | None]:
+    async def _question_vector(self, question: str) -> tuple[list[float] | None, GatewayError | None]:
         try:
             space = await self._active_space()
             declaration = await asyncio.to_thread(self.gateway.declaration)
@@ -117,7 +117,7 @@ class AsyncClient:
                 return None, problem
             vectors = await asyncio.to_thread(self.gateway.embed, [question])
         except GatewayError as error:
-            return None, error.reason
+            return None, error
         return calls.question_vector(vectors, declaration)
 
     async def _active_space(self) -> EmbeddingSpace | None:
@@ -134,8 +134,15 @@ class AsyncClient:
             yield await with_vector_type(self.source)
 
 
+async def run_on(connection: AsyncConnection[Any], call: calls.Call[T]) -> T:
+    async with connection.transaction(), connection.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(call.sql, call.params)
+        return call.read(await cursor.fetchall())
+
+
 async def with_vector_type(connection: AsyncConnection[Any]) -> AsyncConnection[Any]:
-    """The connection, with pgvector's adapter registered unless it is already."""
+    """The connection, checked for the emem extension and with pgvector's adapter registered (see Client)."""
     if connection.adapters.types.get("vector") is None:
+        (await run_on(connection, calls.installed_extension())).require(server_of(connection.info))
         await register_vector_async(connection)
     return connection

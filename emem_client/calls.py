@@ -16,14 +16,25 @@ from typing import Any, Generic, TypeVar
 from pgvector import Vector
 from psycopg.types.json import Jsonb
 
-from emem_client.gateways import DECLARATION_MISMATCH, GATEWAY_BAD_ANSWER, ModelDeclaration
-from emem_client.types import EmbeddingSpace, FindPage, Health, RecordSummary
+from emem_client.gateways import DECLARATION_MISMATCH, GATEWAY_BAD_ANSWER, GatewayError, ModelDeclaration
+from emem_client.types import EmbeddingSpace, FindPage, Health, RecordSummary, RegisteredLookup
 
 T = TypeVar("T")
 Rows = list[dict[str, Any]]
 
 # find's degraded_reason when no embedding space is active: the gateway's vectors belong nowhere.
 NO_ACTIVE_SPACE = "no_active_space"
+
+
+class ExtensionMissingError(Exception):
+    """The database has no emem extension; the message names the database and how to add it."""
+
+    def __init__(self, database: str, server: str) -> None:
+        super().__init__(
+            f'the emem extension is not installed in database "{database}" on {server}: connect to it as its '
+            "owner or a superuser and run CREATE EXTENSION emem CASCADE;"
+        )
+        self.database = database
 
 
 @dataclass(frozen=True)
@@ -54,39 +65,67 @@ def as_vector(values: Sequence[float] | Vector | None) -> Vector | None:
 
 
 def find(
-    question: str, vector: Sequence[float] | None, page: int, page_size: int, degraded_reason: str | None
+    question: str, vector: Sequence[float] | None, page: int, page_size: int, no_vector: GatewayError | None
 ) -> Call[FindPage]:
+    """`no_vector` says why `vector` is None, when the client knows."""
     return Call(
         "select emem.e_gather_find_envelope(%s::text, %s, %s::integer, %s::integer) as envelope",
         (question, as_vector(vector), page, page_size),
-        lambda rows: FindPage.from_envelope(rows[0]["envelope"], degraded_reason),
+        lambda rows: FindPage.from_envelope(rows[0]["envelope"], *_reason_and_message(no_vector)),
     )
 
 
-def explain(question: str, vector: Sequence[float] | None, degraded_reason: str | None) -> Call[dict[str, Any]]:
+def explain(
+    question: str, vector: Sequence[float] | None, page: int, page_size: int, no_vector: GatewayError | None
+) -> Call[dict[str, Any]]:
     def read(rows: Rows) -> dict[str, Any]:
         explanation: dict[str, Any] = rows[0]["explanation"]
-        if explanation.get("degraded") and degraded_reason:
-            explanation["degraded_reason"] = degraded_reason
+        if explanation.get("degraded") and no_vector:
+            explanation["degraded_reason"] = no_vector.reason
+            explanation["degraded_message"] = no_vector.message
         return explanation
 
-    return Call("select emem.e_gather_explain(%s::text, %s) as explanation", (question, as_vector(vector)), read)
+    return Call(
+        "select emem.e_gather_explain(%s::text, %s, %s::integer, %s::integer) as explanation",
+        (question, as_vector(vector), page, page_size),
+        read,
+    )
+
+
+def _reason_and_message(problem: GatewayError | None) -> tuple[str | None, str | None]:
+    return (problem.reason, problem.message) if problem else (None, None)
 
 
 def timeline(
-    from_time: datetime,
-    to_time: datetime,
+    from_time: datetime | None,
+    to_time: datetime | None,
     page: int,
     page_size: int,
     kinds: Iterable[str] | None,
     tags: Iterable[str] | None,
 ) -> Call[list[RecordSummary]]:
+    """None leaves that end of the range open (PostgreSQL's -infinity and infinity)."""
     return Call(
         "select * from emem.e_timeline(%s::timestamptz, %s::timestamptz, %s::integer, %s::integer,"
         " %s::text[], %s::text[])",
-        (from_time, to_time, page, page_size, _text_array(kinds), _text_array(tags)),
+        (
+            _time_bound(from_time, "from_time", "-infinity"),
+            _time_bound(to_time, "to_time", "infinity"),
+            page,
+            page_size,
+            _text_array(kinds),
+            _text_array(tags),
+        ),
         _summaries,
     )
+
+
+def _time_bound(value: datetime | None, name: str, open_end: str) -> datetime | str:
+    if value is None:
+        return open_end
+    if not isinstance(value, datetime):
+        raise TypeError(f"{name} must be a datetime, or None for no bound; got {type(value).__name__}")
+    return value
 
 
 def records_with_all_tags(tags: Iterable[str]) -> Call[list[RecordSummary]]:
@@ -150,6 +189,37 @@ def put_window(member_record_ids: Iterable[int], vector: Sequence[float], space_
     )
 
 
+@dataclass(frozen=True)
+class InstalledExtension:
+    """The connection's database and the emem extension's version in it (None: not installed)."""
+
+    database: str
+    version: str | None
+
+    def require(self, server: str) -> None:
+        """Raises ExtensionMissingError unless the extension is installed; `server` says where (host:port)."""
+        if self.version is None:
+            raise ExtensionMissingError(self.database, server)
+
+
+def installed_extension() -> Call[InstalledExtension]:
+    return Call(
+        "select pg_catalog.current_database() as database,"
+        " (select extversion from pg_catalog.pg_extension where extname = 'emem') as version",
+        (),
+        lambda rows: InstalledExtension(rows[0]["database"], rows[0]["version"]),
+    )
+
+
+def lookup_registry() -> Call[list[RegisteredLookup]]:
+    return Call(
+        "select name, label, default_weight, tie_order, needs_vector, description"
+        " from emem.lookup_registry() order by tie_order",
+        (),
+        lambda rows: [RegisteredLookup.from_row(row) for row in rows],
+    )
+
+
 def active_space() -> Call[EmbeddingSpace | None]:
     def read(rows: Rows) -> EmbeddingSpace | None:
         return EmbeddingSpace(**rows[0]) if rows else None
@@ -159,14 +229,15 @@ def active_space() -> Call[EmbeddingSpace | None]:
     )
 
 
-def health(declaration: ModelDeclaration | None, gateway_reason: str | None) -> Call[Health]:
+def health(declaration: ModelDeclaration | None, gateway_problem: GatewayError | None) -> Call[Health]:
+    """`gateway_problem` says why there is no declaration, when there is none."""
     declared = (
         (declaration.model_name, declaration.dimension, declaration.fingerprint) if declaration else (None, None, None)
     )
     return Call(
         "select emem.e_health(%s::text, %s::integer, %s::text) as health",
         declared,
-        lambda rows: Health.from_json(rows[0]["health"], gateway_reason),
+        lambda rows: Health.from_json(rows[0]["health"], *_reason_and_message(gateway_problem)),
     )
 
 
@@ -178,21 +249,31 @@ def ensure_space(declaration: ModelDeclaration, activate: bool) -> Call[int]:
     )
 
 
-def declaration_problem(declaration: ModelDeclaration, space: EmbeddingSpace | None) -> str | None:
+def declaration_problem(declaration: ModelDeclaration, space: EmbeddingSpace | None) -> GatewayError | None:
     """Why the gateway's vectors do not belong in the active space, or None when they do."""
     if space is None:
-        return NO_ACTIVE_SPACE
+        return GatewayError(
+            NO_ACTIVE_SPACE, "no embedding space is active: create one for the gateway's model (emem init)"
+        )
+    declared = f"{declaration.model_name} ({declaration.dimension} dimensions)"
+    active = f"{space.model_name} ({space.dimension} dimensions)"
     if declaration.model_name != space.model_name or declaration.dimension != space.dimension:
-        return DECLARATION_MISMATCH
+        return GatewayError(DECLARATION_MISMATCH, f"the gateway embeds with {declared}, the active space is {active}")
     if space.fingerprint is not None and declaration.fingerprint != space.fingerprint:
-        return DECLARATION_MISMATCH
+        return GatewayError(
+            DECLARATION_MISMATCH, f"the gateway's {declared} gives other vectors than the active space's model"
+        )
     return None
 
 
-def question_vector(vectors: list[list[float]], declaration: ModelDeclaration) -> tuple[list[float] | None, str | None]:
+def question_vector(
+    vectors: list[list[float]], declaration: ModelDeclaration
+) -> tuple[list[float] | None, GatewayError | None]:
     """The one vector of the question, or None and gateway_bad_answer when the answer is not that."""
     if len(vectors) != 1 or len(vectors[0]) != declaration.dimension:
-        return None, GATEWAY_BAD_ANSWER
+        return None, GatewayError(
+            GATEWAY_BAD_ANSWER, f"expected one vector of {declaration.dimension} dimensions for the question"
+        )
     return vectors[0], None
 
 
@@ -221,10 +302,10 @@ def _text_array(values: Iterable[str] | None) -> list[str] | None:
 
 
 def _item_json(value: Any) -> str:
-    return json.dumps(value, default=_json_value, allow_nan=False)
+    return json.dumps(value, default=json_value, allow_nan=False)
 
 
-def _json_value(value: Any) -> Any:
+def json_value(value: Any) -> Any:
     """JSON for what json cannot write itself: dates, pgvector and numpy vectors, sets."""
     if isinstance(value, datetime | date):
         return value.isoformat()

@@ -1,26 +1,32 @@
-"""The `emem` command: set up a database, ingest, find, the timeline, health and the HTTP service.
+"""The `emem` command: set up a database, ingest, find, explain, the timeline, health and the HTTP service.
 
 Where the database is: --dsn, else $EMEM_DSN, else libpq's own defaults and PG* variables
 (PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD or ~/.pgpass); no credentials are made up.
-Output is a table for people; --json gives the same answer for programs.
-Exit codes: 0 done, 1 an error (the message says what to do), 2 a usage error.
+Output is a table for people (terminal control characters in the data shown as escapes);
+--json gives the same answer for programs, with ISO 8601 dates. Exit codes: ExitCode below.
+
+Each command is a pair of functions: `add_<command>` declares its arguments, `run_<command>`
+runs it and returns an exit code. COMMANDS lists the `add_` functions in --help's order.
 """
 
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from datetime import UTC, datetime
+from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from emem_client.client import Client
+from emem_client import __version__, calls
+from emem_client.client import Client, run_on, server_of, with_vector_type
 from emem_client.gateways import EmbeddedGateway, Gateway, GatewayError, OpenAIGateway
 from emem_client.ingest import (
     DEFAULT_LANE,
@@ -34,20 +40,39 @@ from emem_client.ingest import (
     ingest_notes,
 )
 from emem_client.service_settings import LIMITS, ServiceSettings, default_setting, flag
-from emem_client.types import FindPage, FindRow, Health, RecordSummary
+from emem_client.types import FindPage, FindRow, Health, RecordSummary, RegisteredLookup
 
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
-# How a table names the lookups (placed_by, found_by).
-LOOKUP_NAMES = {"record_vectors": "vector", "tags": "tags", "window_vectors": "window", "fulltext": "fulltext"}
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    ERROR = 1
+    USAGE = 2
+    DEGRADED = 3
+    SKIPPED = 4
+    INTERRUPTED = 130
+    OUTPUT_CLOSED = 141  # as a command killed by SIGPIPE
+
+
+EXIT_CODE_MEANINGS = {
+    ExitCode.OK: "done (find too when its answer is degraded: see `degraded` in its output)",
+    ExitCode.ERROR: "an error; the message on stderr says what to do",
+    ExitCode.USAGE: "a usage error: arguments that are wrong or do not go together",
+    ExitCode.DEGRADED: "health: degraded (the reasons are printed; find still answers)",
+    ExitCode.SKIPPED: "ingest: written, but some items were skipped (listed in the report)",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
+    ExitCode.OUTPUT_CLOSED: "the output was closed early, as by `| head`; ends quietly",
+}
 
 
 class CommandError(Exception):
-    """A failure the user can act on; main prints it and exits with 1."""
+    """A failure the user can act on; main prints it and exits with ExitCode.ERROR."""
 
 
 class UsageError(CommandError):
-    """Arguments that parse but do not go together; main prints it and exits with 2."""
+    """Arguments that parse but do not go together; main prints it and exits with ExitCode.USAGE."""
 
 
 # ---- arguments ------------------------------------------------------------------------------
@@ -119,16 +144,31 @@ def option(args: argparse.Namespace, name: str) -> Any:
     return getattr(args, name) if hasattr(args, name) else OPTION_DEFAULTS[name]()
 
 
+Commands = argparse._SubParsersAction  # what add_subparsers returns; add_<command> adds to it
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = common_options()
     parser = argparse.ArgumentParser(
         prog="emem",
         parents=[common],
         description="emem: hybrid memory retrieval for AI agents, in PostgreSQL.",
-        epilog="Exit codes: 0 done, 1 error, 2 usage error.",
+        epilog="exit codes:\n"
+        + "\n".join(f"  {int(code):<4} {meaning}" for code, meaning in EXIT_CODE_MEANINGS.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument(
+        "--version",
+        action="store_true",
+        help="print the client's version and the emem extension's version in the database, and exit",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add_command in COMMANDS:
+        add_command(commands, common)
+    return parser
 
+
+def add_init(commands: Commands, common: argparse.ArgumentParser) -> None:
     init = commands.add_parser(
         "init",
         parents=[common],
@@ -156,7 +196,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     init.set_defaults(run=run_init)
 
-    ingest = commands.add_parser("ingest", parents=[common], help="write notes, conversations or files, with vectors")
+
+def add_ingest(commands: Commands, common: argparse.ArgumentParser) -> None:
+    ingest = commands.add_parser(
+        "ingest",
+        parents=[common],
+        help="write notes, conversations or files, with vectors (exit 4 when items were skipped)",
+    )
     kinds = ingest.add_subparsers(dest="kind", required=True, metavar="KIND")
     for kind, help_text in (
         ("notes", "JSON Lines or JSON array of {content, id?, kind?, tags?, lane?, occurred_at?, links?}"),
@@ -167,27 +213,6 @@ def build_parser() -> argparse.ArgumentParser:
         kind_parser.add_argument("paths", nargs="+", type=Path, metavar="PATH")
         add_ingest_options(kind_parser, kind)
     ingest.set_defaults(run=run_ingest)
-
-    find = commands.add_parser("find", parents=[common], help="answer a question with the four lookups")
-    find.add_argument("question")
-    find.add_argument("--page", type=positive_int, default=1)
-    find.add_argument("--page-size", type=positive_int, default=30)
-    find.set_defaults(run=run_find)
-
-    timeline = commands.add_parser("timeline", parents=[common], help="records by date between two times")
-    timeline.add_argument("--from", dest="from_time", type=moment, required=True, help="ISO 8601 date or time")
-    timeline.add_argument("--to", dest="to_time", type=moment, help="ISO 8601 date or time (default: now)")
-    timeline.add_argument("--kind", action="append", choices=["note", "conversation", "file", "entity"])
-    timeline.add_argument("--tag", action="append", help="only records with this tag (repeatable: all of them)")
-    timeline.add_argument("--page", type=positive_int, default=1)
-    timeline.add_argument("--page-size", type=positive_int, default=30)
-    timeline.set_defaults(run=run_timeline)
-
-    health = commands.add_parser("health", parents=[common], help="does the gateway's model match the active space?")
-    health.set_defaults(run=run_health)
-
-    add_serve_command(commands, common)
-    return parser
 
 
 def add_serve_command(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -236,7 +261,7 @@ def add_ingest_options(parser: argparse.ArgumentParser, kind: str) -> None:
         default=defaults.batch_size,
         help=f"records per put_records call (default {defaults.batch_size})",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (there is none off a terminal)")
     if kind == "notes":
         return
     shape = defaults.conversation_windows if kind == "conversations" else defaults.file_windows
@@ -258,10 +283,70 @@ def add_ingest_options(parser: argparse.ArgumentParser, kind: str) -> None:
         )
 
 
+def add_page_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--page", type=positive_int, default=1, help="page number, from 1")
+    parser.add_argument("--page-size", type=positive_int, default=30, help="records per page (default 30)")
+
+
+def add_find(commands: Commands, common: argparse.ArgumentParser) -> None:
+    find = commands.add_parser(
+        "find",
+        parents=[common],
+        help="answer a question with the lookups of the pipeline profile (exit 0 also when degraded)",
+    )
+    find.add_argument("question")
+    add_page_options(find)
+    find.set_defaults(run=run_find)
+
+
+def add_explain(commands: Commands, common: argparse.ArgumentParser) -> None:
+    explain = commands.add_parser(
+        "explain",
+        parents=[common],
+        help="how find reads a question: its terms, each lookup's candidates and time, each row's rank per lookup",
+    )
+    explain.add_argument("question")
+    add_page_options(explain)
+    explain.set_defaults(run=run_explain)
+
+
+def add_timeline(commands: Commands, common: argparse.ArgumentParser) -> None:
+    timeline = commands.add_parser("timeline", parents=[common], help="records by date between two times")
+    timeline.add_argument(
+        "--from", dest="from_time", type=moment, help="ISO 8601 date or time, inclusive (default: no lower bound)"
+    )
+    timeline.add_argument(
+        "--to", dest="to_time", type=moment, help="ISO 8601 date or time, inclusive (default: no upper bound)"
+    )
+    timeline.add_argument("--kind", action="append", choices=["note", "conversation", "file", "entity"])
+    timeline.add_argument("--tag", action="append", help="only records with this tag (repeatable: all of them)")
+    add_page_options(timeline)
+    timeline.set_defaults(run=run_timeline)
+
+
+def add_health(commands: Commands, common: argparse.ArgumentParser) -> None:
+    health = commands.add_parser(
+        "health", parents=[common], help="does the gateway's model match the active space? (exit 3 when degraded)"
+    )
+    health.set_defaults(run=run_health)
+
+
+COMMANDS: list[Callable[[Commands, argparse.ArgumentParser], None]] = [
+    add_init,
+    add_ingest,
+    add_find,
+    add_explain,
+    add_timeline,
+    add_health,
+    add_serve_command,
+]
+
+
 # ---- connections and gateways -----------------------------------------------------------------
 
 
 def make_gateway(args: argparse.Namespace) -> Gateway:
+    """The gateway the options name; the embedded model loads only when something is embedded."""
     if option(args, "gateway") == "openai":
         return OpenAIGateway(
             option(args, "openai_base_url"),
@@ -272,7 +357,8 @@ def make_gateway(args: argparse.Namespace) -> Gateway:
 
 
 @contextmanager
-def connected(args: argparse.Namespace) -> Iterator[psycopg.Connection[Any]]:
+def database(args: argparse.Namespace) -> Iterator[psycopg.Connection[Any]]:
+    """A connection to the database the options name, whether emem is installed there or not."""
     try:
         connection = psycopg.connect(option(args, "dsn"), autocommit=True)
     except psycopg.OperationalError as error:
@@ -286,12 +372,41 @@ def connected(args: argparse.Namespace) -> Iterator[psycopg.Connection[Any]]:
 
 
 @contextmanager
+def connected(args: argparse.Namespace) -> Iterator[psycopg.Connection[Any]]:
+    """A connection to a database with emem installed (else ExtensionMissingError, saying how to install it)."""
+    with database(args) as connection:
+        yield with_vector_type(connection)
+
+
+@contextmanager
 def client_for(args: argparse.Namespace) -> Iterator[Client]:
     with connected(args) as connection:
         yield Client(connection, make_gateway(args))
 
 
 # ---- commands -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Versions:
+    client: str
+    extension: str | None  # None: not installed in `database`
+    database: str
+
+
+def run_version(args: argparse.Namespace) -> int:
+    if not option(args, "json"):
+        print(f"emem-client {__version__}", flush=True)  # even when the database cannot be reached
+    with database(args) as connection:
+        installed = run_on(connection, calls.installed_extension())
+        where = f'database "{installed.database}" on {server_of(connection.info)}'
+    if option(args, "json"):
+        print_json(Versions(__version__, installed.version, installed.database))
+    elif installed.version is None:
+        out(f"emem extension: not installed in {where} (CREATE EXTENSION emem CASCADE)")
+    else:
+        out(f"emem extension {installed.version} in {where}")
+    return ExitCode.OK
 
 
 @dataclass(frozen=True)
@@ -321,14 +436,14 @@ def run_init(args: argparse.Namespace) -> int:
     answer = InitAnswer(space_id, declaration.model_name, declaration.dimension, lanes, profiles, bindings)
     if option(args, "json"):
         print_json(answer)
-    else:
-        print(f"embedding space {space_id}: {answer.model_name} ({answer.dimension} dimensions), active")
-        print(f"lanes: {', '.join(lanes)}")
-        for name, profile_lanes in profiles.items():
-            print(f"agent profile {name}: reads {', '.join(profile_lanes)}")
-        for role, profile in bindings.items():
-            print(f"role {role}: agent profile {profile}")
-    return 0
+        return ExitCode.OK
+    out(f"embedding space {space_id}: {answer.model_name} ({answer.dimension} dimensions), active")
+    out(f"lanes: {', '.join(lanes)}")
+    for name, profile_lanes in profiles.items():
+        out(f"agent profile {name}: reads {', '.join(profile_lanes)}")
+    for role, profile in bindings.items():
+        out(f"role {role}: agent profile {profile}")
+    return ExitCode.OK
 
 
 def run_ingest(args: argparse.Namespace) -> int:
@@ -337,7 +452,7 @@ def run_ingest(args: argparse.Namespace) -> int:
             lane=args.lane,
             tags=tuple(args.tag),
             batch_size=args.batch_size,
-            progress=not args.no_progress,
+            progress=not args.no_progress and sys.stderr.isatty(),
             **window_options(args),
         )
     except ValueError as error:
@@ -349,7 +464,7 @@ def run_ingest(args: argparse.Namespace) -> int:
         print_json(report)
     else:
         print_report(report)
-    return 1 if report.problems else 0
+    return ExitCode.SKIPPED if report.problems else ExitCode.OK
 
 
 def window_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -362,15 +477,15 @@ def window_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def print_report(report: IngestReport) -> None:
-    print(f"records: {report.records_created} written, {report.records_existing} already stored")
-    print(f"windows: {report.windows_created} written, {report.windows_existing} already stored")
-    print(f"edges:   {report.edges_created} written, {report.edges_existing} already stored")
+    out(f"records: {report.records_created} written, {report.records_existing} already stored")
+    out(f"windows: {report.windows_created} written, {report.windows_existing} already stored")
+    out(f"edges:   {report.edges_created} written, {report.edges_existing} already stored")
     for version in report.new_versions:
-        print(f"new version: {version}")
+        out(f"new version: {version}")
     if report.problems:
-        print(f"skipped {len(report.problems)} item(s):")
+        out(f"skipped {len(report.problems)} item(s):")
         for problem in report.problems:
-            print(f"  {problem.source}: {problem.reason}")
+            out(f"  {problem.source}: {problem.reason}")
 
 
 def run_find(args: argparse.Namespace) -> int:
@@ -380,53 +495,126 @@ def run_find(args: argparse.Namespace) -> int:
         print_json(page)
     else:
         print_find_page(page)
-    return 0
+    return ExitCode.OK
 
 
-def find_summary(page: FindPage) -> str:
-    summary = f"page {page.page} of {page.total_pages}, {page.total_candidates} candidates"
+def find_summary(page: FindPage) -> list[str]:
+    """What the page is and which lookups answered it, as the database lists them; why it is degraded."""
+    ran = [lookup.label for lookup in page.lookups if lookup.ran]
+    lines = [
+        f"page {page.page} of {page.total_pages}, {page.total_candidates} candidates, "
+        f"from {', '.join(ran) if ran else 'no lookup'}"
+    ]
     if page.degraded:
-        return (
-            f"{summary}. DEGRADED ({page.degraded_reason}): no question vector, so the answer comes from "
-            "tags, edge properties and full text only; distances are placeholders"
+        skipped = [lookup.label for lookup in page.lookups if not lookup.ran]
+        lines.append(
+            f"DEGRADED ({page.degraded_reason}): no question vector, so "
+            + (f"{', '.join(skipped)} did not run and " if skipped else "")
+            + "distances are placeholders"
         )
-    lookups = [LOOKUP_NAMES[name] for name in LOOKUP_NAMES if name in page.pipeline_profile]
-    return f"{summary}, from {', '.join(lookups)}"
+        if page.degraded_message:
+            lines.append(f"  {page.degraded_message}")
+    return lines
 
 
 FIND_COLUMNS = ["rank", "id", "kind", "lane", "placed by", "found by", "distance", "content"]
 
 
-def find_cells(row: FindRow, content: str | None = None) -> list[str]:
-    """A find row as table cells (FIND_COLUMNS); `content` replaces the record's text, e.g. by an excerpt."""
+def find_cells(row: FindRow, labels: Mapping[str, str], content: str | None = None) -> list[str]:
+    """A find row as table cells (FIND_COLUMNS), lookups by their `labels` (lookup_labels); `content`
+    replaces the record's text, e.g. by an excerpt."""
     return [
         str(row.rank),
         str(row.record_id),
         row.kind,
         row.lane,
-        LOOKUP_NAMES.get(row.placed_by, row.placed_by),
-        "+".join(LOOKUP_NAMES.get(name, name) for name in row.found_by),
+        labels.get(row.placed_by, row.placed_by),
+        "+".join(labels.get(name, name) for name in row.found_by),
         f"{row.distance:.3f}" if row.distance_kind == "cosine" else "-",
         row.content if content is None else content,
     ]
 
 
+def lookup_labels(page: FindPage) -> dict[str, str]:
+    return {lookup.name: lookup.label for lookup in page.lookups}
+
+
 def print_find_page(page: FindPage) -> None:
-    print(find_summary(page))
-    print_table(FIND_COLUMNS, [find_cells(row) for row in page.rows])
+    for line in find_summary(page):
+        out(line)
+    labels = lookup_labels(page)
+    print_table(FIND_COLUMNS, [find_cells(row, labels) for row in page.rows])
     if page.total_candidates and not page.rows:
-        print("(every record of this page lies in lanes outside this role's agent profile)")
+        out("(every record of this page lies in lanes outside this role's agent profile)")
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        explanation = client.explain(args.question, args.page, args.page_size)
+        registry = client.lookup_registry()
+    if option(args, "json"):
+        print_json(explanation)
+    else:
+        print_explanation(explanation, registry)
+    return ExitCode.OK
+
+
+def print_explanation(explanation: Mapping[str, Any], registry: list[RegisteredLookup]) -> None:
+    """The analysis, then a table of the profile's lookups and one of each row's rank in their lists,
+    lookups in the registry's (the merge's tie) order and by its labels."""
+    question = explanation["question"]
+    out(f"terms: {', '.join(question['terms']) or '(none)'}")
+    out(f"words WordNet knows: {', '.join(question['known_words']) or '(none)'}")
+    out(f"terms for full text: {', '.join(question['unknown_terms']) or '(none)'}")
+    out(space_line(explanation.get("active_space")))
+    if explanation["degraded"]:
+        out(f"DEGRADED ({explanation['degraded_reason']}): the vector lookups do not run")
+        if explanation.get("degraded_message"):
+            out(f"  {explanation['degraded_message']}")
+    out(f"{explanation['total_candidates']} candidates, merged in {explanation['merge_milliseconds']:.1f} ms")
+    profile = explanation["pipeline_profile"]
+    in_profile = [lookup for lookup in registry if lookup.name in profile]
+    out("")
+    print_table(
+        ["lookup", "label", "weight", "candidates", "ms"],
+        [
+            [lookup.name, lookup.label, f"{float(profile[lookup.name]):g}", *lookup_figures(explanation, lookup.name)]
+            for lookup in in_profile
+        ],
+    )
+    out("")
+    out("rank of each row of the page in each lookup's list (-: not in it, or beyond what was read):")
+    labels = {lookup.name: lookup.label for lookup in registry}
+    print_table(
+        ["rank", "id", "placed by", *(lookup.label for lookup in in_profile)],
+        [
+            [str(row["rank"]), str(row["record_id"]), labels.get(row["placed_by"], row["placed_by"])]
+            + [rank_text(row["list_ranks"].get(lookup.name)) for lookup in in_profile]
+            for row in explanation["rows"]
+        ],
+    )
+
+
+def lookup_figures(explanation: Mapping[str, Any], name: str) -> list[str]:
+    """A lookup's candidates and milliseconds, or that it was skipped (a vector lookup, degraded)."""
+    figures = explanation["lookups"].get(name)
+    if figures is None:
+        return ["-", "skipped"]
+    return [str(figures["candidates"]), f"{figures['milliseconds']:.1f}"]
+
+
+def rank_text(rank: int | None) -> str:
+    return "-" if rank is None else str(rank)
 
 
 def run_timeline(args: argparse.Namespace) -> int:
-    to_time = args.to_time or datetime.now(UTC)
     with client_for(args) as client:
-        records = client.timeline(args.from_time, to_time, args.page, args.page_size, args.kind, args.tag)
+        records = client.timeline(args.from_time, args.to_time, args.page, args.page_size, args.kind, args.tag)
     if option(args, "json"):
         print_json(records)
     else:
         print_timeline(records)
-    return 0
+    return ExitCode.OK
 
 
 def print_timeline(records: list[RecordSummary]) -> None:
@@ -451,25 +639,26 @@ def run_health(args: argparse.Namespace) -> int:
         print_json(health)
     else:
         print_health(health)
-    return 0
+    return ExitCode.OK if health.ok else ExitCode.DEGRADED
 
 
 def print_health(health: Health) -> None:
     reasons = health.reasons + ([health.gateway_reason] if health.gateway_reason else [])
-    print(f"status: {health.status}" + (f" ({', '.join(reasons)})" if reasons else ""))
+    out(f"status: {health.status}" + (f" ({', '.join(reasons)})" if reasons else ""))
     declared = health.declared or {}
     if declared.get("model_name"):
-        print(f"gateway model: {declared['model_name']} ({declared['dimension']} dimensions)")
+        out(f"gateway model: {declared['model_name']} ({declared['dimension']} dimensions)")
     else:
-        print("gateway model: unreadable")
-    space = health.active_space
-    print(
-        f"active space: {space['space_id']}: {space['model_name']} ({space['dimension']} dimensions)"
-        if space
-        else "active space: none (run `emem init`)"
-    )
+        out("gateway model: unreadable" + (f": {health.gateway_message}" if health.gateway_message else ""))
+    out(space_line(health.active_space))
     if not health.ok:
-        print("degraded is not an outage: find answers from tags, edge properties and full text meanwhile")
+        out("degraded is not an outage: find answers meanwhile from the lookups that need no vector")
+
+
+def space_line(space: Mapping[str, Any] | None) -> str:
+    if space is None:
+        return "active space: none (run `emem init`)"
+    return f"active space: {space['space_id']}: {space['model_name']} ({space['dimension']} dimensions)"
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -504,18 +693,44 @@ def run_serve(args: argparse.Namespace) -> int:
 
 # ---- output ---------------------------------------------------------------------------------
 
+# Terminal controls that data must not send to a terminal: C0 (ESC starts sequences that retitle
+# the window or write the clipboard, BEL rings), DEL, C1 (CSI, OSC ...) and bidirectional overrides
+# that reorder what is shown.
+TERMINAL_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# JSON escapes C0 itself; the rest may stand raw in a JSON string, so it is escaped as \\uXXXX.
+RAW_IN_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """The text with terminal controls shown as Python-style escapes (\\x1b, \\u202e)."""
+    return TERMINAL_CONTROLS.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def out(line: str = "") -> None:
+    """Prints one line of table output, data included, with terminal controls escaped."""
+    print(visible(line))
+
 
 def print_json(value: Any) -> None:
-    data = [asdict(item) for item in value] if isinstance(value, list) else asdict(value)
-    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    text = json.dumps(plain(value), indent=2, ensure_ascii=False, default=calls.json_value)
+    print(RAW_IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", text))
+
+
+def plain(value: Any) -> Any:
+    """Dataclasses (and lists of them) as dicts, for json."""
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    return value
 
 
 def print_table(headers: list[str], rows: list[list[str]]) -> None:
     """Columns sized to their values; the last one (the content) cut to the terminal's width."""
     if not rows:
-        print("(no records)")
+        out("(no records)")
         return
-    rows = [[" ".join(cell.split()) for cell in row] for row in rows]
+    rows = [[visible(" ".join(cell.split())) for cell in row] for row in rows]
     widths = [max(len(header), *(len(row[i]) for row in rows)) for i, header in enumerate(headers[:-1])]
     room = max(20, shutil.get_terminal_size((160, 24)).columns - sum(widths) - 2 * len(widths))
     print("  ".join(h.ljust(w) for h, w in zip(headers[:-1], widths, strict=True)) + "  " + headers[-1])
@@ -538,18 +753,34 @@ def error_message(error: Exception) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    run = run_version if args.version else getattr(args, "run", None)
+    if run is None:
+        parser.error("a command is required (or --version)")
     try:
-        return args.run(args)
+        code = run(args)
+        sys.stdout.flush()  # a closed pipe shows here, while it can still be handled
+        return code
+    except BrokenPipeError:
+        # The reader (say `head`) has what it wanted. Python would complain again while flushing
+        # stdout at exit, so stdout goes to /dev/null from here on.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ExitCode.OUTPUT_CLOSED
     except UsageError as error:
-        print(f"emem: error: {error}", file=sys.stderr)
-        return 2
-    except (CommandError, IngestError, GatewayError, psycopg.Error) as error:
-        print(f"emem: error: {error_message(error)}", file=sys.stderr)
-        return 1
+        print(f"emem: error: {visible(str(error))}", file=sys.stderr)
+        return ExitCode.USAGE
+    except (CommandError, IngestError, GatewayError, calls.ExtensionMissingError, psycopg.Error) as error:
+        print(f"emem: error: {visible_lines(error_message(error))}", file=sys.stderr)
+        return ExitCode.ERROR
     except KeyboardInterrupt:
         print("emem: interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
+
+
+def visible_lines(text: str) -> str:
+    """Each line with terminal controls escaped; the line breaks kept."""
+    return "\n".join(visible(line) for line in text.split("\n"))
 
 
 if __name__ == "__main__":

@@ -6,13 +6,13 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from pgvector.psycopg import register_vector
-from psycopg import Connection
+from psycopg import Connection, ConnectionInfo
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from emem_client import calls
 from emem_client.gateways import EmbeddedGateway, Gateway, GatewayError
-from emem_client.types import EmbeddingSpace, FindPage, Health, RecordSummary
+from emem_client.types import EmbeddingSpace, FindPage, Health, RecordSummary, RegisteredLookup
 
 T = TypeVar("T")
 
@@ -41,21 +41,26 @@ class Client:
         vector, reason = self._question_vector(question)
         return self.run(calls.find(question, vector, page, page_size, reason))
 
-    def explain(self, question: str) -> dict[str, Any]:
+    def explain(self, question: str, page: int = 1, page_size: int = 30) -> dict[str, Any]:
         """e_gather_explain: how find reads the question and what each lookup found."""
         vector, reason = self._question_vector(question)
-        return self.run(calls.explain(question, vector, reason))
+        return self.run(calls.explain(question, vector, page, page_size, reason))
 
     def timeline(
         self,
-        from_time: datetime,
-        to_time: datetime,
+        from_time: datetime | None = None,
+        to_time: datetime | None = None,
         page: int = 1,
         page_size: int = 30,
         kinds: Iterable[str] | None = None,
         tags: Iterable[str] | None = None,
     ) -> list[RecordSummary]:
+        """Records by date between `from_time` and `to_time`, inclusive; None leaves that end open."""
         return self.run(calls.timeline(from_time, to_time, page, page_size, kinds, tags))
+
+    def lookup_registry(self) -> list[RegisteredLookup]:
+        """Every lookup emem knows, in the merge's tie order, with its label, default weight and description."""
+        return self.run(calls.lookup_registry())
 
     def records_with_all_tags(self, tags: Iterable[str]) -> list[RecordSummary]:
         return self.run(calls.records_with_all_tags(tags))
@@ -88,10 +93,10 @@ class Client:
 
     def health(self) -> Health:
         try:
-            declaration, reason = self.gateway.declaration(), None
+            declaration, problem = self.gateway.declaration(), None
         except GatewayError as error:
-            declaration, reason = None, error.reason
-        return self.run(calls.health(declaration, reason))
+            declaration, problem = None, error
+        return self.run(calls.health(declaration, problem))
 
     def ensure_space(self, activate: bool = True) -> int:
         """The embedding space of the gateway's model (created when missing); raises GatewayError."""
@@ -101,16 +106,11 @@ class Client:
 
     def run(self, call: calls.Call[T]) -> T:
         """Runs one Call (emem_client.calls) in its own transaction block: the way to add SQL calls."""
-        with (
-            self._connection() as connection,
-            connection.transaction(),
-            connection.cursor(row_factory=dict_row) as cursor,
-        ):
-            cursor.execute(call.sql, call.params)
-            return call.read(cursor.fetchall())
+        with self._connection() as connection:
+            return run_on(connection, call)
 
-    def _question_vector(self, question: str) -> tuple[list[float] | None, str | None]:
-        """The question's vector, or None and the reason code it cannot be used."""
+    def _question_vector(self, question: str) -> tuple[list[float] | None, GatewayError | None]:
+        """The question's vector, or None and why it cannot be used."""
         try:
             space = self._active_space()
             declaration = self.gateway.declaration()
@@ -118,7 +118,7 @@ class Client:
                 return None, problem
             vectors = self.gateway.embed([question])
         except GatewayError as error:
-            return None, error.reason
+            return None, error
         return calls.question_vector(vectors, declaration)
 
     def _active_space(self) -> EmbeddingSpace | None:
@@ -135,8 +135,23 @@ class Client:
             yield with_vector_type(self.source)
 
 
+def run_on(connection: Connection[Any], call: calls.Call[T]) -> T:
+    """Runs one Call on the connection in its own transaction block (a savepoint inside the caller's)."""
+    with connection.transaction(), connection.cursor(row_factory=dict_row) as cursor:
+        cursor.execute(call.sql, call.params)
+        return call.read(cursor.fetchall())
+
+
 def with_vector_type(connection: Connection[Any]) -> Connection[Any]:
-    """The connection, with pgvector's adapter registered unless it is already (say by a pool's configure)."""
+    """The connection, checked for the emem extension (ExtensionMissingError) and with pgvector's
+    adapter registered: once per connection. A pool whose configure registers the adapter skips the
+    check; its calls then meet the database's own errors when the extension is missing."""
     if connection.adapters.types.get("vector") is None:
+        run_on(connection, calls.installed_extension()).require(server_of(connection.info))
         register_vector(connection)
     return connection
+
+
+def server_of(info: ConnectionInfo) -> str:
+    """Where a connection leads, for messages: host:port (a socket directory for a local socket)."""
+    return f"{info.host}:{info.port}"

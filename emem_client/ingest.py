@@ -707,9 +707,9 @@ class Ingester:
         self.report = IngestReport()
         self.note_ids: dict[str, int] = {}
         self.bar: Any = None
+        self.gateway_checked = False
 
     def run(self, parsed: Parsed) -> IngestReport:
-        self.check_gateway()
         self.report.problems.extend(parsed.problems)
         total = sum(len(unit.pieces) + len(unit.window_runs()) for unit in parsed.units)
         with tqdm(total=total, unit="text", desc="ingest", disable=not self.options.progress) as self.bar:
@@ -719,13 +719,20 @@ class Ingester:
         return self.report
 
     def check_gateway(self) -> None:
+        """Before the first text is embedded: the gateway's model must be the active space's. Input with
+        nothing new to embed never asks the gateway (nor loads an embedded model)."""
+        if self.gateway_checked:
+            return
         health = self.client.health()
         if not health.ok:
             why = ", ".join(health.reasons + ([health.gateway_reason] if health.gateway_reason else []))
-            raise IngestError(
-                f"the embedding gateway's model does not fit the active embedding space ({why}): "
+            advice = health.gateway_message or (
                 "run `emem init` with this gateway first, or choose the gateway of that space"
             )
+            raise IngestError(
+                f"the embedding gateway's model does not fit the active embedding space ({why}): {advice}"
+            )
+        self.gateway_checked = True
 
     def batches(self, units: list[Unit]) -> Iterator[list[Unit]]:
         batch: list[Unit] = []
@@ -774,6 +781,8 @@ class Ingester:
         return dict(zip(keys, self.embed([new[key] for key in keys]), strict=True))
 
     def embed(self, texts: list[str]) -> list[list[float]]:
+        if texts:
+            self.check_gateway()
         vectors: list[list[float]] = []
         for start in range(0, len(texts), EMBED_SLICE):
             vectors.extend(self.client.embed(texts[start : start + EMBED_SLICE]))

@@ -44,6 +44,43 @@ class FindRow:
 
 
 @dataclass(frozen=True)
+class LookupRun:
+    """A lookup of the pipeline profile, as the database names it for this answer."""
+
+    name: str  # as in the profile, placed_by and found_by: 'record_vectors'
+    label: str  # short, for tables: 'vector'
+    weight: float
+    ran: bool  # False: skipped, e.g. a vector lookup while the answer is degraded
+
+    @classmethod
+    def from_json(cls, lookup: Mapping[str, Any]) -> "LookupRun":
+        return cls(str(lookup["name"]), str(lookup["label"]), float(lookup["weight"]), bool(lookup["ran"]))
+
+
+@dataclass(frozen=True)
+class RegisteredLookup:
+    """A lookup emem knows (emem.lookup_registry): the one list the database, explain and tables use."""
+
+    name: str
+    label: str
+    default_weight: float
+    tie_order: int
+    needs_vector: bool
+    description: str
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "RegisteredLookup":
+        return cls(
+            name=row["name"],
+            label=row["label"],
+            default_weight=float(row["default_weight"]),
+            tie_order=int(row["tie_order"]),
+            needs_vector=bool(row["needs_vector"]),
+            description=row["description"],
+        )
+
+
+@dataclass(frozen=True)
 class FindPage:
     """A page of e_gather_find; the totals describe the whole merged list, in every lane."""
 
@@ -53,20 +90,27 @@ class FindPage:
     total_candidates: int
     degraded: bool
     degraded_reason: str | None
+    degraded_message: str | None  # what to do about it, when the client knows (e.g. the install command)
     pipeline_profile: dict[str, float]
+    lookups: list[LookupRun]  # every lookup of the profile, in the merge's tie order
     rows: list[FindRow]
 
     @classmethod
-    def from_envelope(cls, envelope: Mapping[str, Any], degraded_reason: str | None = None) -> "FindPage":
-        """Reads e_gather_find_envelope; `degraded_reason` names why the client sent no vector."""
+    def from_envelope(
+        cls, envelope: Mapping[str, Any], degraded_reason: str | None = None, degraded_message: str | None = None
+    ) -> "FindPage":
+        """Reads e_gather_find_envelope; `degraded_reason` and `degraded_message` say why the client sent no vector."""
+        degraded = bool(envelope["degraded"])
         return cls(
             page=int(envelope["page"]),
             page_size=int(envelope["page_size"]),
             total_pages=int(envelope["total_pages"]),
             total_candidates=int(envelope["total_candidates"]),
-            degraded=bool(envelope["degraded"]),
-            degraded_reason=(degraded_reason or envelope["degraded_reason"]) if envelope["degraded"] else None,
+            degraded=degraded,
+            degraded_reason=(degraded_reason or envelope["degraded_reason"]) if degraded else None,
+            degraded_message=degraded_message if degraded else None,
             pipeline_profile={name: float(weight) for name, weight in envelope["pipeline_profile"].items()},
+            lookups=[LookupRun.from_json(lookup) for lookup in envelope["lookups"]],
             rows=[FindRow.from_json(row) for row in envelope["rows"]],
         )
 
@@ -109,7 +153,7 @@ class Health:
     """'ok' or 'degraded' with the reasons of emem.e_health.
 
     `gateway_reason` says why the gateway's declaration could not be read (for example
-    'gateway_down'), when it could not.
+    'gateway_down'), when it could not, and `gateway_message` what to do about it.
     """
 
     status: str
@@ -117,19 +161,23 @@ class Health:
     declared: dict[str, Any] | None
     active_space: dict[str, Any] | None
     gateway_reason: str | None = None
+    gateway_message: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
     @classmethod
-    def from_json(cls, answer: Mapping[str, Any], gateway_reason: str | None = None) -> "Health":
+    def from_json(
+        cls, answer: Mapping[str, Any], gateway_reason: str | None = None, gateway_message: str | None = None
+    ) -> "Health":
         return cls(
             status=answer["status"],
             reasons=list(answer["reasons"]),
             declared=answer.get("declared"),
             active_space=answer.get("active_space"),
             gateway_reason=gateway_reason,
+            gateway_message=gateway_message,
         )
 
 

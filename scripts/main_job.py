@@ -10,8 +10,8 @@ import textwrap
 
 import psycopg
 
-from emem_client import Client, EmbeddedGateway, FindRow
-from emem_client.cli import FIND_COLUMNS, find_cells, print_table
+from emem_client import Client, EmbeddedGateway, FindPage, FindRow
+from emem_client.cli import FIND_COLUMNS, find_cells, lookup_labels, print_table
 
 # An exact name whose best record is not among the record-vector lookup's nearest records.
 EXACT_NAME_QUESTIONS = [
@@ -38,8 +38,9 @@ def excerpt(content: str, name: str, before: int = 40) -> str:
     return ("…" if start else "") + content[start:]
 
 
-def show_rows(rows: list[FindRow], name: str | None = None) -> None:
-    print_table(FIND_COLUMNS, [find_cells(row, excerpt(row.content, name) if name else None) for row in rows])
+def show_rows(page: FindPage, rows: list[FindRow], name: str | None = None) -> None:
+    labels = lookup_labels(page)
+    print_table(FIND_COLUMNS, [find_cells(row, labels, excerpt(row.content, name) if name else None) for row in rows])
 
 
 def exact_name(client: Client) -> None:
@@ -53,14 +54,14 @@ def exact_name(client: Client) -> None:
     print(f'find "{question}"  ({page.total_candidates} candidates)')
     if not missed:
         say(f"On this corpus the record-vector lookup also found every record naming {name}:")
-        show_rows(by_fulltext, name)
+        show_rows(page, by_fulltext, name)
         return
     say(
         f"Full text finds every record that contains {name}. The record(s) below are not among the nearest "
         "records of the record-vector lookup (found by: fulltext only), so vectors alone would have missed them; "
         "the merge still places them on page 1:"
     )
-    show_rows(missed, name)
+    show_rows(page, missed, name)
 
 
 def meaning_match(client: Client) -> None:
@@ -71,7 +72,7 @@ def meaning_match(client: Client) -> None:
         "No exact name in the question: WordNet knows all its words, so full text does not run, and the "
         "nearest records by meaning come first:"
     )
-    show_rows(page.rows[:4])
+    show_rows(page, page.rows[:4])
 
 
 def window_hit(client: Client, connection: psycopg.Connection) -> None:
@@ -101,7 +102,7 @@ def window_hit(client: Client, connection: psycopg.Connection) -> None:
     ):
         marker = ">" if content == hit.content else " "
         print(f" {marker} {thread_id} #{position}: {content}")
-    show_rows([row for row in page.rows if "window_vectors" in row.found_by][:5])
+    show_rows(page, [row for row in page.rows if "window_vectors" in row.found_by][:5])
 
 
 def main() -> None:

@@ -88,3 +88,17 @@ def make_role(db: psycopg.Connection) -> Iterator[Callable[..., str]]:
     for name in created:
         db.execute(f"drop owned by {name}")
         db.execute(f"drop role {name}")
+
+
+@pytest.fixture(params=["an empty database", "a database with pgvector only"])
+def database_without_emem(request: pytest.FixtureRequest, db: psycopg.Connection) -> Iterator[tuple[str, str]]:
+    """(name, DSN) of a database on the test server without the emem extension."""
+    name = f"no_emem_{uuid.uuid4().hex[:8]}"
+    db.execute(f"create database {name} template template0")
+    info = db.info
+    conninfo = f"host={info.host} port={info.port} dbname={name} user={info.user}"
+    if request.param == "a database with pgvector only":
+        with psycopg.connect(conninfo, autocommit=True) as connection:
+            connection.execute("create extension vector")
+    yield name, conninfo
+    db.execute(f"drop database {name} with (force)")

@@ -1,19 +1,27 @@
 """The `emem` command end to end against the real database.
 
 Most tests call cli.main() in this process with the embedded gateway swapped for HashGateway
-(deterministic 8-dimension vectors); one runs the real command with the real embedded model.
+(deterministic 8-dimension vectors); some run the real command in a fresh Python, one of them
+with the real embedded model.
 """
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from test_client import missing_extension_message
+from test_embedded_model import MODEL as EMBEDDED_MODEL
+from test_embedded_model import MODEL_FINGERPRINT as EMBEDDED_FINGERPRINT
 from test_ingest import CONVERSATIONS, HashGateway
 
 from emem_client import cli
@@ -145,22 +153,28 @@ def test_find_answers_degraded_while_the_gateway_is_down(
         row["distance_kind"] == "placeholder" and "fulltext" in row["found_by"] for row in page["rows"]
     )
     code, out, _ = emem(*DOWN_GATEWAY, "find", "Who filed OPS-1432?")
-    assert code == 0 and "DEGRADED (gateway_down)" in out.splitlines()[0]
+    assert code == 0  # a degraded answer is an answer
+    assert out.splitlines()[1] == (
+        "DEGRADED (gateway_down): no question vector, so vector, window did not run and distances are placeholders"
+    )
+    assert out.splitlines()[2].startswith("  http://127.0.0.1:9/embeddings is unreachable")
     code, out, _ = emem(*DOWN_GATEWAY, "health")
-    assert (code, out.splitlines()[0]) == (0, "status: degraded (declaration_unreadable, gateway_down)")
+    assert (code, out.splitlines()[0]) == (3, "status: degraded (declaration_unreadable, gateway_down)")
+    code, out, _ = emem(*DOWN_GATEWAY, "health", "--json")
+    assert (code, as_json(out)["status"]) == (3, "degraded")
 
 
-def test_ingest_reports_skipped_items_and_exits_1(emem: Callable[..., tuple[int, str, str]], tmp_path: Path) -> None:
+def test_ingest_reports_skipped_items_and_exits_4(emem: Callable[..., tuple[int, str, str]], tmp_path: Path) -> None:
     emem("init", "--lane", "team")
     good, bad = tmp_path / "good.txt", tmp_path / "bad.json"
     good.write_text("A good note about WAL.")
     bad.write_text("{")
     code, out, _ = emem("ingest", "files", "--lane", "team", "--no-progress", str(good), str(tmp_path / "absent.md"))
-    assert code == 1
+    assert code == 4
     assert out.splitlines()[0] == "records: 1 written, 0 already stored"
     assert out.splitlines()[-2:] == ["skipped 1 item(s):", f"  {tmp_path / 'absent.md'}: no such file or folder"]
     code, out, _ = emem("ingest", "conversations", "--no-progress", "--json", str(bad))
-    assert code == 1 and as_json(out)["problems"][0]["reason"].startswith("invalid JSON")
+    assert code == 4 and as_json(out)["problems"][0]["reason"].startswith("invalid JSON")
 
 
 @pytest.mark.parametrize(
@@ -170,6 +184,9 @@ def test_ingest_reports_skipped_items_and_exits_1(emem: Callable[..., tuple[int,
         ["find"],
         ["find", "x", "--page", "0"],
         ["timeline", "--from", "yesterday"],
+        ["timeline", "--to", "2024-13-01"],
+        ["explain"],
+        ["--dsn", "x"],
         ["init", "--profile", "reader"],
         ["--gateway", "elsewhere", "health"],
         ["ingest", "files"],
@@ -203,19 +220,15 @@ def test_errors_exit_1_with_a_message_that_says_what_to_do(
     assert code == 1 and capsys.readouterr().err.startswith("emem: error: cannot connect to PostgreSQL")
 
 
+@pytest.mark.embedded_model
 def test_the_emem_command_with_the_embedded_model(dsn: Callable[..., str]) -> None:
-    """The one test with the real all-MiniLM-L6-v2: init, ingest the shipped examples, find by meaning."""
+    """The real all-MiniLM-L6-v2: init, ingest the shipped examples, find by meaning, explain; each
+    command loads the model once."""
 
     def emem(*args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "emem_client.cli", "--dsn", dsn(), *args],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
+        run = observe(dsn(), *args)
+        assert (run.code, run.model_loads) == (0, 1), run.err
+        return run.out
 
     assert "sentence-transformers/all-MiniLM-L6-v2 (384 dimensions), active" in emem("init", "--lane", "team")
     assert emem("ingest", "conversations", "--lane", "team", "--no-progress", str(EXAMPLES)).startswith(
@@ -226,3 +239,227 @@ def test_the_emem_command_with_the_embedded_model(dsn: Callable[..., str]) -> No
     assert page["rows"][0]["content"].startswith(("Maya:", "Tomás:"))
     assert page["rows"][0]["distance_kind"] == "cosine"
     assert any(row["windows"] for row in page["rows"])
+    assert "record_vectors  vector" in emem("explain", "Why does the finance export keep failing?")
+
+
+# The `emem` command in a fresh Python that reports, on the last line of stderr, how often the
+# embedded model was loaded and whether torch was imported at all.
+OBSERVED_EMEM = """
+import sys
+from emem_client import cli, gateways
+
+loads = []
+real_load = gateways.load_embedded_model
+gateways.load_embedded_model = lambda device: loads.append(device) or real_load(device)
+try:
+    code = cli.main(sys.argv[1:])
+finally:
+    print(f"model loads: {len(loads)}, torch imported: {'torch' in sys.modules}", file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@dataclass(frozen=True)
+class Observed:
+    code: int
+    out: str
+    err: str
+    model_loads: int
+    torch_imported: bool
+
+
+def observe(dsn: str, *args: str) -> Observed:
+    done = subprocess.run(
+        [sys.executable, "-c", OBSERVED_EMEM, "--dsn", dsn, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    *err, report = done.stderr.splitlines()
+    found = re.fullmatch(r"model loads: (\d+), torch imported: (True|False)", report)
+    assert found, done.stderr
+    return Observed(done.returncode, done.stdout, "\n".join(err), int(found[1]), found[2] == "True")
+
+
+def test_commands_that_do_not_embed_do_not_load_the_model(
+    db: psycopg.Connection, dsn: Callable[..., str], tmp_path: Path
+) -> None:
+    db.execute("select emem.create_lane('main')")
+    db.execute("select emem.create_embedding_space(%s, 384, %s, true)", (EMBEDDED_MODEL, EMBEDDED_FINGERPRINT))
+    db.execute("select emem.put_record('note', 'Kowalski sent INV-2031', 'main')")
+    nothing_to_embed = tmp_path / "empty-notes.jsonl"
+    nothing_to_embed.write_text('{"content": ""}\n{"content": "   "}\n')
+    for args, code in (
+        (["timeline"], 0),
+        (["--version"], 0),
+        (["ingest", "notes", "--no-progress", str(nothing_to_embed)], 4),
+    ):
+        run = observe(dsn(), *args)
+        assert (run.code, run.model_loads, run.torch_imported) == (code, 0, False), (args, run.err)
+
+
+@pytest.fixture
+def many_notes(db: psycopg.Connection) -> None:
+    """A thousand long notes: more output than a pipe holds (64 KiB), so the command is still writing when
+    its reader has gone."""
+    db.execute("select emem.create_lane('main')")
+    db.execute(
+        "select emem.put_record('note', repeat('Invoice INV-2031 is overdue. ', 20) || n, 'main', array['invoice'])"
+        " from generate_series(1, 1000) as n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "lines"),
+    [
+        (f"{' '.join(DOWN_GATEWAY)} find 'Which invoice is overdue?' --page-size 1000 --json | head -3", 3),
+        ("timeline --page-size 1000 | head -2", 2),
+    ],
+)
+def test_output_closed_early_ends_quietly(dsn: Callable[..., str], many_notes: None, command: str, lines: int) -> None:
+    emem = f"{shlex.quote(sys.executable)} -m emem_client.cli --dsn {shlex.quote(dsn())}"
+    done = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {emem} {command}"], capture_output=True, text=True, timeout=120
+    )
+    assert (done.returncode, done.stderr, len(done.stdout.splitlines())) == (cli.ExitCode.OUTPUT_CLOSED, "", lines)
+
+
+def test_help_documents_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0
+    codes = out[out.index("exit codes:") :].splitlines()[1:]
+    assert [line.split()[0] for line in codes] == ["0", "1", "2", "3", "4", "130", "141"]
+    assert "health: degraded" in codes[3] and "ingest: written, but some items were skipped" in codes[4]
+
+
+def test_version_names_the_client_and_the_extension_in_the_database(
+    db: psycopg.Connection, emem: Callable[..., tuple[int, str, str]]
+) -> None:
+    extension = db.execute("select extversion from pg_extension where extname = 'emem'").fetchone()[0]
+    client = version("emem-client")
+    where = f'database "{db.info.dbname}" on {db.info.host}:{db.info.port}'
+    assert emem("--version") == (0, f"emem-client {client}\nemem extension {extension} in {where}\n", "")
+    code, out, _ = emem("--version", "--json")
+    assert (code, as_json(out)) == (0, {"client": client, "extension": extension, "database": db.info.dbname})
+
+
+def test_version_says_when_the_extension_is_not_installed(
+    database_without_emem: tuple[str, str], db: psycopg.Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name, conninfo = database_without_emem
+    assert cli.main(["--dsn", conninfo, "--version"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        f'emem extension: not installed in database "{name}" on {db.info.host}:{db.info.port}'
+        " (CREATE EXTENSION emem CASCADE)"
+    )
+    code = cli.main(["--dsn", "host=127.0.0.1 port=9 user=nobody dbname=nothing connect_timeout=3", "--version"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (1, f"emem-client {version('emem-client')}\n")
+    assert err.startswith("emem: error: cannot connect to PostgreSQL")
+
+
+@pytest.mark.parametrize("command", [["find", "anything"], ["init"], ["timeline"], ["health"], ["explain", "x"]])
+def test_a_database_without_the_extension_gets_one_clear_message(
+    database_without_emem: tuple[str, str],
+    db: psycopg.Connection,
+    capsys: pytest.CaptureFixture[str],
+    command: list[str],
+) -> None:
+    name, conninfo = database_without_emem
+    assert cli.main(["--dsn", conninfo, *command]) == 1
+    assert capsys.readouterr() == ("", f"emem: error: {missing_extension_message(name, db)}\n")
+
+
+def use_the_recommended_profile(db: psycopg.Connection) -> list[tuple[str, str, bool]]:
+    """Sets control/exact_first.conf's profile for the test database; (name, label, needs_vector) of its
+    lookups as the database's registry lists them, in tie order."""
+    recommended = (Path(__file__).resolve().parent.parent / "control" / "exact_first.conf").read_text()
+    profile = re.search(r"^emem\.pipeline_profile\s*=\s*'([^']+)'", recommended, re.MULTILINE)[1]
+    db.execute(f"alter database {db.info.dbname} set emem.pipeline_profile = '{profile}'")
+    names = [entry.split(":")[0].strip() for entry in profile.split(",")]
+    lookups = db.execute(
+        "select name, label, needs_vector from emem.lookup_registry() where name = any(%s) order by tie_order",
+        (names,),
+    ).fetchall()
+    assert len(lookups) == len(names) == 5
+    return lookups
+
+
+def test_explain_shows_how_find_reads_the_question(
+    db: psycopg.Connection, emem: Callable[..., tuple[int, str, str]], ingested: None
+) -> None:
+    lookups = use_the_recommended_profile(db)
+    for gateway, degraded in (([], False), (DOWN_GATEWAY, True)):
+        code, out, _ = emem(*gateway, "explain", "Who filed OPS-1432?")
+        assert code == 0
+        lines = out.splitlines()
+        assert lines[:3] == ["terms: file, ops-1432", "words WordNet knows: file", "terms for full text: OPS-1432"]
+        assert ("DEGRADED (gateway_down): the vector lookups do not run" in lines) == degraded
+        table = lines[lines.index("") + 2 :][: len(lookups)]  # under the blank line and the header
+        for (name, label, needs_vector), line in zip(lookups, table, strict=True):
+            figures = r"-\s+skipped" if degraded and needs_vector else r"\d+\s+\d+\.\d"
+            assert re.fullmatch(rf"{name}\s+{label}\s+\d+\s+{figures}", line), line
+        ranks_header = lines[next(n for n, line in enumerate(lines) if line.startswith("rank of each row")) + 1]
+        assert re.split(r"\s{2,}", ranks_header) == ["rank", "id", "placed by", *(label for _, label, _ in lookups)]
+
+    code, out, _ = emem("explain", "Who filed OPS-1432?", "--json", "--page-size", "2")
+    explanation = as_json(out)
+    assert code == 0 and set(explanation) >= {"question", "pipeline_profile", "lookups", "rows", "total_candidates"}
+    assert [row["rank"] for row in explanation["rows"]] == [1, 2]
+
+
+def test_find_names_every_lookup_of_the_profile_as_the_database_lists_them(
+    db: psycopg.Connection, emem: Callable[..., tuple[int, str, str]], ingested: None
+) -> None:
+    lookups = use_the_recommended_profile(db)
+    code, out, _ = emem("find", "Who filed OPS-1432?")
+    assert code == 0 and out.splitlines()[0].endswith(f", from {', '.join(label for _, label, _ in lookups)}")
+    code, out, _ = emem(*DOWN_GATEWAY, "find", "Who filed OPS-1432?")
+    first, second = out.splitlines()[:2]
+    assert code == 0
+    assert first.endswith(f", from {', '.join(label for _, label, needs_vector in lookups if not needs_vector)}")
+    skipped = ", ".join(label for _, label, needs_vector in lookups if needs_vector)
+    assert second.startswith(f"DEGRADED (gateway_down): no question vector, so {skipped} did not run")
+    page = as_json(emem(*DOWN_GATEWAY, "find", "Who filed OPS-1432?", "--json")[1])
+    assert [(lookup["name"], lookup["label"], lookup["ran"]) for lookup in page["lookups"]] == [
+        (name, label, not needs_vector) for name, label, needs_vector in lookups
+    ]
+
+
+# Window title, clipboard write (OSC 52), bell, an 8-bit CSI, a right-to-left override.
+HOSTILE = "Invoice \x1b]0;owned\x07 \x1b]52;c;ZWNobyBvd25lZA==\x07 \x9b2J \u202eevil"
+RAW_CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def test_record_content_reaches_the_terminal_with_its_controls_escaped(
+    db: psycopg.Connection, emem: Callable[..., tuple[int, str, str]]
+) -> None:
+    db.execute("select emem.create_lane('main')")
+    db.execute("select emem.put_record('note', %s, 'main', array['invoice'])", (HOSTILE,))
+    for args in (["timeline"], [*DOWN_GATEWAY, "find", "Which invoice?"]):
+        code, out, _ = emem(*args)
+        assert code == 0 and not RAW_CONTROLS.search(out), out
+        assert "Invoice \\x1b]0;owned\\x07 \\x1b]52;c;ZWNobyBvd25lZA==\\x07 \\x9b2J \\u202eevil" in out
+    for args in (["timeline", "--json"], [*DOWN_GATEWAY, "find", "Which invoice?", "--json"]):
+        code, out, _ = emem(*args)
+        assert code == 0 and not RAW_CONTROLS.search(out), out
+        records = as_json(out)
+        assert (records if isinstance(records, list) else records["rows"])[0]["content"] == HOSTILE
+
+
+def test_timeline_json_dates_are_iso_8601_and_to_is_optional(
+    db: psycopg.Connection, emem: Callable[..., tuple[int, str, str]]
+) -> None:
+    db.execute("select emem.create_lane('main')")
+    for content, moment in (("Kick-off", "2024-03-04 09:00:00+00"), ("Renew the domain", "2999-01-01 00:00:00+00")):
+        db.execute("select emem.put_record('note', %s, 'main', occurred_at => %s::timestamptz)", (content, moment))
+    code, out, _ = emem("timeline", "--from", "2024-01-01", "--json")
+    records = as_json(out)
+    assert code == 0 and [record["content"] for record in records] == ["Kick-off", "Renew the domain"]
+    assert [record["occurred_at"] for record in records] == ["2024-03-04T09:00:00+00:00", "2999-01-01T00:00:00+00:00"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00", records[0]["created_at"])
+    code, out, _ = emem("timeline", "--to", "2024-12-31", "--json")
+    assert [record["content"] for record in as_json(out)] == ["Kick-off"]

