@@ -11,7 +11,6 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from clusters import free_port
 from test_embedded_model import MODEL, MODEL_FINGERPRINT
 from test_ingest import HashGateway
 
@@ -152,12 +152,6 @@ def readme_commands() -> list[list[str]]:
         for line in block.lines
         if line.startswith("emem ")
     ]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_every_emem_command_of_the_readme_runs(
