@@ -182,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=positive_int, default=8000)
     serve.set_defaults(run=run_serve)
+    add_mcp_command(commands, common)
     return parser
 
 
@@ -435,6 +436,35 @@ def run_serve(args: argparse.Namespace) -> int:
     from emem_client.http import serve  # fastapi and uvicorn load only for this command
 
     serve(option(args, "dsn"), make_gateway(args), args.host, args.port)
+    return 0
+
+
+def add_mcp_command(commands: Any, common: argparse.ArgumentParser) -> None:
+    mcp = commands.add_parser(
+        "mcp",
+        parents=[common],
+        help="the MCP server for agents on stdio: tools find, timeline, remember, link, explain, health",
+    )
+    mcp.add_argument("--role", help="database role every call acts as (SET ROLE; default: the role the DSN logs in as)")
+    mcp.add_argument(
+        "--lane", default=DEFAULT_LANE, help=f"lane remember writes to when a call names none (default {DEFAULT_LANE})"
+    )
+    mcp.add_argument(
+        "--statement-timeout",
+        type=positive_int,
+        default=30,
+        metavar="SECONDS",
+        help="longest a tool's SQL may run (default 30)",
+    )
+    mcp.set_defaults(run=run_mcp)
+
+
+def run_mcp(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from emem_client.mcp_server import serve_stdio  # the mcp SDK loads only for this command
+
+    asyncio.run(serve_stdio(option(args, "dsn"), make_gateway(args), args.role, args.lane, args.statement_timeout))
     return 0
 
 
