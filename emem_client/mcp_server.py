@@ -1,22 +1,23 @@
 """`emem mcp`: emem's tools for agents over the Model Context Protocol, on stdio or streamable HTTP.
 
-    emem mcp                                  # stdio: every call acts as the DSN's role (or --role)
-    emem mcp --transport http --port 8000     # streamable HTTP at /mcp (see serve_http)
+    emem mcp                                                 # stdio: as the DSN's role (or --role)
+    emem mcp --transport http --tokens tokens.toml --port 8000   # streamable HTTP at /mcp
 
 Six tools: find, timeline, remember, link, explain and health. Each call runs on a pooled
 connection that acts as one database role (SET ROLE when the connection is taken, RESET ROLE
 when it goes back), so that role's agent profile decides which lanes it reads and writes: on
-stdio the server's one role, over HTTP the role the caller's bearer token maps to (an
-AccessPolicy). What the database refuses (bad arguments, a lane the role may not write) comes
-back as a tool error with the database's message and hint; the server goes on.
+stdio the server's one role; over HTTP the role the request's bearer token maps to in the
+tokens file of emem_client.access (the HTTP service's), and only from a Host of its allow-list.
+What the database refuses (bad arguments, a lane the role may not write) comes back as a tool
+error with the database's message and hint; the server goes on.
 """
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import psycopg
@@ -33,6 +34,7 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from emem_client import calls
+from emem_client.access import AccessTokens, HostAllowList, bearer_token
 from emem_client.aio import AsyncClient
 from emem_client.gateways import Gateway, GatewayError
 from emem_client.ingest import IngestOptions, assume_utc
@@ -64,18 +66,6 @@ Question = Annotated[
 ]
 Page = Annotated[int, Field(description="Page number, from 1")]
 PageSize = Annotated[int, Field(description="Records per page (the database accepts 1 to 1000)")]
-
-
-class AccessPolicy(Protocol):
-    """Who may call over HTTP: the database role a bearer token acts as, and the Host names served."""
-
-    def role_for_token(self, token: str) -> str | None:
-        """The role this token acts as, or None for a token that is not known."""
-        ...
-
-    def host_allowed(self, host: str) -> bool:
-        """Whether a Host header (`name` or `name:port`, as sent) names this server."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -361,12 +351,14 @@ def create_server(tools: EmemTools) -> MCPServer:
 
 
 class RequireAccess:
-    """ASGI middleware in front of the MCP endpoint: a Host (and Origin, when sent) the policy serves, so a
-    page in a browser cannot reach the server through DNS rebinding, and a bearer token that maps to a role."""
+    """ASGI middleware in front of the MCP endpoint: a Host (and Origin, when one is sent) of the allow-list, so a
+    page in a browser cannot reach the server through DNS rebinding, and a bearer token of the tokens file, whose
+    role the request then acts as."""
 
-    def __init__(self, app: ASGIApp, access: AccessPolicy) -> None:
+    def __init__(self, app: ASGIApp, tokens: AccessTokens, hosts: HostAllowList) -> None:
         self.app = app
-        self.access = access
+        self.tokens = tokens
+        self.hosts = hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -374,15 +366,13 @@ class RequireAccess:
             return
         headers = Headers(scope=scope)
         origin = headers.get("origin")
-        if not self.access.host_allowed(headers.get("host", "")) or (
-            origin is not None and not self.access.host_allowed(urlsplit(origin).netloc)
-        ):
-            await PlainTextResponse("Host or Origin not served here", status_code=421)(scope, receive, send)
+        if not self.hosts.allows(headers.get("host")) or (origin and not self.hosts.allows(urlsplit(origin).netloc)):
+            await PlainTextResponse("this Host or Origin is not served here", status_code=421)(scope, receive, send)
             return
-        role = self.role_of(headers.get("authorization", ""))
+        role = self.tokens.role_for(bearer_token(headers.get("authorization")))
         if role is None:
             refusal = JSONResponse(
-                {"error": "invalid_token", "error_description": "send Authorization: Bearer <token>"},
+                {"error": "invalid_token", "error_description": "send Authorization: Bearer <a token of this server>"},
                 status_code=401,
                 headers={"WWW-Authenticate": 'Bearer realm="emem", error="invalid_token"'},
             )
@@ -391,30 +381,26 @@ class RequireAccess:
         scope.setdefault("state", {})[ROLE_STATE] = role
         await self.app(scope, receive, send)
 
-    def role_of(self, authorization: str) -> str | None:
-        scheme, _, token = authorization.partition(" ")
-        token = token.strip()
-        return self.access.role_for_token(token) if scheme.lower() == "bearer" and token else None
 
-
-def create_http_app(tools: EmemTools, access: AccessPolicy) -> ASGIApp:
-    """Streamable HTTP at /mcp, stateless (each request stands alone and acts as its own token's role)."""
+def create_http_app(tools: EmemTools, tokens: AccessTokens, hosts: HostAllowList) -> ASGIApp:
+    """Streamable HTTP at /mcp, stateless: each request stands alone and acts as its own token's role."""
     app = create_server(tools).streamable_http_app(
         streamable_http_path=MCP_PATH,
         stateless_http=True,
         json_response=True,
-        # RequireAccess checks Host and Origin against the policy; the SDK's own check knows loopback names only.
+        # RequireAccess checks Host and Origin against the allow-list; the SDK's own check knows loopback names only.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    return RequireAccess(app, access)
+    return RequireAccess(app, tokens, hosts)
 
 
 @asynccontextmanager
 async def open_pool(conninfo: str, statement_timeout: float, max_size: int = 8) -> AsyncIterator[AsyncConnectionPool]:
-    """A pool whose connections return with their role reset and run no statement longer than the timeout."""
+    """A pool whose connections return with their role reset, run no statement longer than the timeout and
+    give dates in UTC."""
 
     async def configure(connection: psycopg.AsyncConnection[Any]) -> None:
-        await connection.execute(f"set statement_timeout = {int(statement_timeout * 1000)}")
+        await connection.execute(f"set statement_timeout = {int(statement_timeout * 1000)}; set timezone = 'UTC'")
 
     async def reset_role(connection: psycopg.AsyncConnection[Any]) -> None:
         await connection.execute("reset role")
@@ -442,28 +428,35 @@ async def open_pool(conninfo: str, statement_timeout: float, max_size: int = 8) 
         await pool.close()
 
 
-async def check_role(pool: AsyncConnectionPool[Any], role: str | None) -> None:
-    """Fails at start, not at the first call, when the server cannot act as `role`."""
-    if role is not None:
-        async with pool.connection() as connection:
+async def check_roles(pool: AsyncConnectionPool[Any], roles: Iterable[str]) -> None:
+    """Fails at start, not at the first call, when the server cannot act as one of `roles`."""
+    async with pool.connection() as connection:
+        for role in sorted(roles):
             await connection.execute(sql.SQL("set role {}").format(sql.Identifier(role)))
 
 
-async def serve_stdio(conninfo: str, gateway: Gateway, role: str | None, lane: str, statement_timeout: float) -> None:
+async def serve_stdio(
+    conninfo: str, gateway: Gateway, *, role: str | None, lane: str, statement_timeout: float
+) -> None:
+    """Serves the tools on stdin and stdout, every call acting as `role` (None: the login role)."""
     async with open_pool(conninfo, statement_timeout) as pool:
-        await check_role(pool, role)
+        await check_roles(pool, [role] if role is not None else [])
         await create_server(EmemTools(pool, gateway, role, lane)).run_stdio_async()
 
 
 async def serve_http(
     conninfo: str,
     gateway: Gateway,
-    access: AccessPolicy,
+    *,
+    tokens: AccessTokens,
+    hosts: HostAllowList,
     lane: str,
     statement_timeout: float,
     host: str,
     port: int,
 ) -> None:
+    """Serves the tools over streamable HTTP at http://host:port/mcp until interrupted."""
     async with open_pool(conninfo, statement_timeout) as pool:
-        app = create_http_app(EmemTools(pool, gateway, None, lane), access)
+        await check_roles(pool, tokens.roles)
+        app = create_http_app(EmemTools(pool, gateway, None, lane), tokens, hosts)
         await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()

@@ -7,23 +7,32 @@ where nothing listens.
 """
 
 import asyncio
+import hashlib
 import json
 import os
+import secrets
+import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
+import httpx2
 import psycopg
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
-from test_gateways import MODEL, Behaviour, EmbeddingsHandler
+from psycopg import sql
+from test_gateways import MODEL, Behaviour, EmbeddingsHandler, unused_port
 
 from emem_client import Client as EmemClient
 from emem_client import OpenAIGateway
@@ -387,3 +396,177 @@ def test_failures_of_the_server_itself_reach_the_agent_without_their_text(db: ps
     with pytest.raises(psycopg.Error) as refused:
         db.execute("select emem.put_record('memo', 'x', 'nowhere')")
     assert database_message(refused.value).startswith("item 1: kind must be one of note, conversation, file, entity")
+
+
+# ---- streamable HTTP: a real server process, bearer tokens mapped to roles -------------------------
+
+
+@dataclass(frozen=True)
+class HttpServer:
+    url: str
+    tokens: dict[str, str]  # lane -> a token whose role reads that lane
+
+
+@contextmanager
+def running(*args: str) -> Iterator[str]:
+    """`emem mcp --transport http ARGS` on a free loopback port, until the block ends; its /mcp URL."""
+    port = unused_port()
+    command = [str(EMEM), "mcp", "--transport", "http", "--port", str(port), *args]
+    process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=server_environment()
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not accepts_connections(port):
+            assert process.poll() is None, process.communicate()[1].decode()
+            assert time.monotonic() < deadline, "emem mcp did not start listening"
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.communicate(timeout=20)
+
+
+def accepts_connections(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def tokens_file(path: Path, roles: dict[str, str]) -> dict[str, str]:
+    """A tokens file granting each role a fresh token (stored as its SHA-256); the tokens by key."""
+    tokens = {key: secrets.token_urlsafe(32) for key in roles}
+    path.write_text(
+        "".join(
+            f'[[token]]\nrole = "{role}"\nsha256 = "{hashlib.sha256(tokens[key].encode()).hexdigest()}"\n'
+            for key, role in roles.items()
+        )
+    )
+    path.chmod(0o600)
+    return tokens
+
+
+@pytest.fixture
+def http_server(
+    db: psycopg.Connection, dsn: Callable[..., str], make_role: Callable[..., str], memory: Memory, tmp_path: Path
+) -> Iterator[HttpServer]:
+    """The server logs in as a role of its own that reads nothing but may SET ROLE to each agent's role."""
+    service = make_role("mcp_service")
+    for role in memory.roles.values():
+        db.execute(sql.SQL("grant {} to {}").format(sql.Identifier(role), sql.Identifier(service)))
+    tokens = tokens_file(tmp_path / "tokens.toml", memory.roles)
+    with running("--dsn", dsn(service), "--tokens", str(tmp_path / "tokens.toml"), *memory.gateway_options) as url:
+        yield HttpServer(url, tokens)
+
+
+@asynccontextmanager
+async def http_client(url: str, token: str) -> AsyncIterator[Client]:
+    """The SDK's client on the SDK's streamable HTTP transport, sending `token`."""
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client
+
+
+def over_http(url: str, token: str, scenario: Callable[[Client], Awaitable[T]]) -> T:
+    async def main() -> T:
+        async with http_client(url, token) as client:
+            return await scenario(client)
+
+    return asyncio.run(main())
+
+
+def test_http_each_token_acts_as_its_own_role(http_server: HttpServer, memory: Memory) -> None:
+    async def as_hr(client: Client) -> tuple[Any, ...]:
+        tools = await client.list_tools()
+        found = answer(await client.call_tool("find", {"question": "Which invoice mentions INV-9 or INV-2031?"}))
+        stored = answer(await client.call_tool("remember", {"content": "Anna accepted the offer", "lane": "hr"}))
+        refused = error_text(await client.call_tool("remember", {"content": "Into sales", "lane": "sales"}))
+        return {tool.name for tool in tools.tools}, found, stored, refused
+
+    tools, found, stored, refused = over_http(http_server.url, http_server.tokens["hr"], as_hr)
+    assert tools == TOOLS
+    assert [row["record_id"] for row in found["rows"]] == [memory.ids["salary"]]
+    assert (stored["lane"], stored["embedded"]) == ("hr", True)
+    assert "lane 'sales' is not a lane this role may write" in refused
+
+    async def as_sales(client: Client) -> tuple[Any, Any]:
+        found = answer(await client.call_tool("find", {"question": "Anna accepted the offer"}))
+        timeline = answer(await client.call_tool("timeline", {"from_time": "2024-01-01"}))
+        return found, timeline
+
+    found, timeline = over_http(http_server.url, http_server.tokens["sales"], as_sales)
+    assert {row["lane"] for row in found["rows"]} == {"sales"}
+    assert stored["record_id"] not in {row["record_id"] for row in found["rows"]}
+    assert {record["lane"] for record in timeline["records"]} == {"sales"}
+
+
+def test_http_interleaved_callers_never_borrow_each_others_role(http_server: HttpServer, memory: Memory) -> None:
+    async def lanes_seen(token: str) -> set[str]:
+        async with http_client(http_server.url, token) as client:
+            seen: set[str] = set()
+            for _ in range(5):
+                page = answer(await client.call_tool("find", {"question": "invoice INV-9 INV-2031"}))
+                seen |= {row["lane"] for row in page["rows"]}
+            return seen
+
+    async def main() -> list[set[str]]:
+        return list(await asyncio.gather(*(lanes_seen(http_server.tokens[lane]) for lane in ["sales", "hr"] * 3)))
+
+    assert asyncio.run(main()) == [{"sales"}, {"hr"}] * 3
+
+
+def test_http_refuses_requests_without_a_token_or_from_another_host(http_server: HttpServer) -> None:
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    with httpx.Client(timeout=10) as http:
+        for authorization in [None, "Bearer not-a-token", f"Basic {http_server.tokens['sales']}"]:
+            sent = headers | ({"Authorization": authorization} if authorization else {})
+            refused = http.post(http_server.url, json=listing, headers=sent)
+            assert refused.status_code == 401, authorization
+            assert refused.headers["WWW-Authenticate"].startswith("Bearer")
+        with_token = headers | {"Authorization": f"Bearer {http_server.tokens['sales']}"}
+        for other in [{"Host": "attacker.example"}, {"Origin": "http://attacker.example"}]:
+            refused = http.post(http_server.url, json=listing, headers=with_token | other)
+            assert refused.status_code == 421, other
+        assert http.post(http_server.url, json=listing, headers=with_token | {"Host": "localhost:1"}).status_code != 421
+
+
+def test_http_refuses_to_start_without_tokens_or_as_a_role_it_cannot_act_as(
+    dsn: Callable[..., str], memory: Memory, tmp_path: Path
+) -> None:
+    def emem_mcp(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(EMEM), "mcp", *args, "--port", str(unused_port())],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            env=server_environment(),
+        )
+
+    tokens = str(tmp_path / "tokens.toml")
+    tokens_file(Path(tokens), {"hr": memory.roles["hr"]})
+    cannot = emem_mcp("--transport", "http", "--dsn", dsn(memory.roles["sales"]), "--tokens", tokens)
+    assert cannot.returncode == 1
+    assert f'permission denied to set role "{memory.roles["hr"]}"' in cannot.stderr
+    no_tokens = emem_mcp("--transport", "http", "--dsn", dsn())
+    assert (no_tokens.returncode, no_tokens.stderr) == (
+        2,
+        "emem: error: --transport http needs --tokens FILE (bearer tokens mapped to database roles)\n",
+    )
+    (tmp_path / "tokens.toml").chmod(0o666)
+    writable = emem_mcp("--transport", "http", "--dsn", dsn(), "--tokens", tokens)
+    assert writable.returncode == 1 and "is writable by its group or others" in writable.stderr
+    stdio_with_tokens = emem_mcp("--dsn", dsn(), "--tokens", tokens)
+    assert (stdio_with_tokens.returncode, stdio_with_tokens.stderr) == (
+        2,
+        "emem: error: --tokens and --allowed-host are for --transport http\n",
+    )
+
+
+def test_without_the_mcp_extra_the_command_says_what_to_install() -> None:
+    probe = "import sys; sys.modules['mcp'] = None; from emem_client import cli; sys.exit(cli.main(['mcp']))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.startswith("emem: error: emem mcp needs the mcp extra: pip install 'emem-client[mcp]' (")
