@@ -97,7 +97,8 @@ def memory(db: psycopg.Connection, embeddings: str, make_role: Callable[..., str
 
 
 def server_environment() -> dict[str, str]:
-    return {**os.environ, "HF_HUB_OFFLINE": "1"}
+    """This process's environment (the SDK would otherwise give the server a minimal one)."""
+    return dict(os.environ)
 
 
 def stdio_server(*args: str) -> StdioServerParameters:
