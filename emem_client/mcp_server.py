@@ -65,7 +65,7 @@ Question = Annotated[
     str, Field(description="What you want to know, in plain words; names, codes and figures are matched exactly")
 ]
 Page = Annotated[int, Field(description="Page number, from 1")]
-PageSize = Annotated[int, Field(description="Records per page (the database accepts 1 to 1000)")]
+PageSize = Annotated[int, Field(description="Records per page, from 1")]
 
 
 @dataclass(frozen=True)

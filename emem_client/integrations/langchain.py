@@ -22,7 +22,7 @@ class EmemRetriever(BaseRetriever):
 
     client: EmemClient
     page: int = Field(default=1, ge=1, description="Page number, from 1")
-    page_size: int = Field(default=30, ge=1, description="Records per page (the database accepts 1 to 1000)")
+    page_size: int = Field(default=30, ge=1, description="Records per page, from 1")
 
     def _get_relevant_documents(
         self,
