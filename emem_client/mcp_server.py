@@ -91,7 +91,7 @@ class Remembered:
     embedded: bool
     not_embedded_reason: str | None
     window_id: int | None
-    note: str
+    message: str
 
 
 @dataclass(frozen=True)
@@ -191,18 +191,18 @@ class EmemTools:
         async with self.client(ctx) as client:
             # The client's own embedding path: the gateway's vector when it fits the active space, else the reason.
             vector, reason = await client._question_vector(content)
-            record_id, position = await self.append(client, item, vector)
+            record_id, position = await self.store(client, item, vector)
             window_id = None
             if vector is not None and kind == "conversation" and thread_id is not None:
                 window_id = await conversation_window(client, item["lane"], thread_id, position)
-        note = (
+        message = (
             "stored with a vector of the active embedding space"
             if vector is not None
             else f"stored without a vector ({reason}): find reaches it through its tags and words until a vector "
             "is written for it"
         )
         return Remembered(
-            record_id, kind, item["lane"], thread_id, position, vector is not None, reason, window_id, note
+            record_id, kind, item["lane"], thread_id, position, vector is not None, reason, window_id, message
         )
 
     async def link(
@@ -236,7 +236,7 @@ class EmemTools:
         async with self.client(ctx) as client:
             return await client.health()
 
-    async def append(
+    async def store(
         self, client: AsyncClient, item: dict[str, Any], vector: list[float] | None
     ) -> tuple[int, int | None]:
         """Writes the record (with its vector when there is one): its id and thread position. A conversation turn
@@ -459,4 +459,4 @@ async def serve_http(
     async with open_pool(conninfo, statement_timeout) as pool:
         await check_roles(pool, tokens.roles)
         app = create_http_app(EmemTools(pool, gateway, None, lane), tokens, hosts)
-        await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
+        await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info", access_log=False)).serve()

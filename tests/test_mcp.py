@@ -283,7 +283,7 @@ def test_remember_while_the_gateway_is_down_stores_without_a_vector_and_says_so(
 
     stored, page, health = over_stdio(server, scenario)
     assert (stored["embedded"], stored["not_embedded_reason"]) == (False, "gateway_down")
-    assert "stored without a vector (gateway_down)" in stored["note"]
+    assert "stored without a vector (gateway_down)" in stored["message"]
     assert (page["degraded"], page["degraded_reason"]) == (True, "gateway_down")
     assert page["rows"][0]["record_id"] == stored["record_id"]
     assert page["rows"][0]["distance_kind"] == "placeholder"
