@@ -50,6 +50,16 @@ SERVER_FAILURE_CLASSES = frozenset({"08", "53", "58", "XX"})
 THREAD_POSITION_TAKEN = "one_record_per_thread_position"
 APPEND_ATTEMPTS = 3  # a turn appended while another writer appends to the same conversation is retried
 CONVERSATION_WINDOW = IngestOptions().conversation_windows  # the windows ingest writes over conversations
+# What explain shows a role that does not read every lane: how find reads the question, nothing counted
+# (candidate counts and list ranks count the records of every lane, which the seed keeps from agents).
+EXPLAIN_FOR_EVERY_ROLE = (
+    "question",
+    "pipeline_profile",
+    "skipped_lookups",
+    "degraded",
+    "degraded_reason",
+    "active_space",
+)
 
 INSTRUCTIONS = (
     "emem is a memory of records (notes, conversation turns, file chunks, entities) with tags and "
@@ -224,10 +234,16 @@ class EmemTools:
         return Linked(edge_id, from_record_id, to_record_id, relation)
 
     async def explain(self, *, question: Question, ctx: Context) -> dict[str, Any]:
-        """Show how find reads a question (its terms, the words it searches in full text, the lookups that run)
-        and what each lookup found, for the records your role can read."""
+        """Show how find reads a question: its terms, the words WordNet knows and the terms searched in full
+        text, the lookups that run and whether it is degraded. What each lookup found (candidate counts, each
+        row's rank in every list) is shown only to roles that read every lane, because it counts records of
+        every lane."""
         async with self.client(ctx) as client:
-            return await client.explain(question)
+            explanation = await client.explain(question)
+            if await client.run(reads_every_lane()):
+                return explanation
+        shown = {key: explanation[key] for key in EXPLAIN_FOR_EVERY_ROLE if key in explanation}
+        return shown | {"withheld": "candidate counts and list ranks: only for roles that read every lane"}
 
     async def health(self, *, ctx: Context) -> Health:
         """Whether search by meaning works now: ok, or degraded with reasons (for example the embedding model is
@@ -277,6 +293,18 @@ class EmemTools:
         if not isinstance(role, str):  # an HTTP request that passed no access check: refuse, never fall back
             raise ToolError("this request carries no authenticated database role")
         return role
+
+
+def reads_every_lane() -> calls.Call[bool]:
+    """Whether the current role reads every lane: a superuser, a BYPASSRLS role, or a member of the extension's
+    owner."""
+    return calls.Call(
+        "select r.rolsuper or r.rolbypassrls or pg_catalog.pg_has_role(current_user, e.extowner, 'usage') as every"
+        " from pg_catalog.pg_roles as r, pg_catalog.pg_extension as e"
+        " where r.rolname = current_user and e.extname = 'emem'",
+        (),
+        lambda rows: bool(rows and rows[0]["every"]),
+    )
 
 
 def next_position(lane: str, thread_id: str | None) -> calls.Call[int]:

@@ -8,7 +8,6 @@ where nothing listens.
 
 import asyncio
 import hashlib
-import json
 import os
 import secrets
 import socket
@@ -36,7 +35,7 @@ from test_gateways import MODEL, Behaviour, EmbeddingsHandler, unused_port
 
 from emem_client import Client as EmemClient
 from emem_client import OpenAIGateway
-from emem_client.mcp_server import database_message
+from emem_client.mcp_server import EXPLAIN_FOR_EVERY_ROLE, database_message
 
 T = TypeVar("T")
 EMEM = Path(sys.executable).with_name("emem")
@@ -184,8 +183,8 @@ def test_a_role_that_reads_one_lane_sees_only_that_lane(sales_server: StdioServe
     assert memory.ids["salary"] not in {row["record_id"] for row in found["rows"]}
     assert found["total_candidates"] == 3  # the seed's page rule: totals count every lane
     assert [record["record_id"] for record in timeline["records"]] == [memory.ids["invoice"], memory.ids["meeting"]]
-    assert memory.ids["salary"] not in {row["record_id"] for row in explained["rows"]}
-    assert SALARY not in json.dumps(explained)
+    assert set(explained) == {*EXPLAIN_FOR_EVERY_ROLE, "withheld"}
+    assert explained["question"]["unknown_terms"] == ["INV-9"]
     assert "lane 'hr' is not a lane this role may write" in other_lane and "SQLSTATE 42501" in other_lane
     assert f"unknown to record {memory.ids['salary']}" in link_to_hr
 
@@ -321,14 +320,22 @@ def test_link_relates_two_records_and_find_matches_its_properties(
     assert by_tags == {memory.ids["meeting"], memory.ids["invoice"]}
 
 
-def test_explain_and_health(sales_server: StdioServerParameters) -> None:
+def test_explain_counts_only_for_roles_that_read_every_lane_and_health(
+    sales_server: StdioServerParameters, dsn: Callable[..., str], memory: Memory
+) -> None:
+    question = {"question": "Which invoices did Kowalski send?"}
+
     async def scenario(client: Client) -> tuple[Any, Any]:
-        explained = await client.call_tool("explain", {"question": "Which invoices did Kowalski send?"})
-        return answer(explained), answer(await client.call_tool("health", {}))
+        return answer(await client.call_tool("explain", question)), answer(await client.call_tool("health", {}))
 
     explained, health = over_stdio(sales_server, scenario)
-    assert "kowalski" in json.dumps(explained).lower() and explained["degraded"] is False
+    assert explained["question"]["unknown_terms"] == ["Kowalski"] and explained["degraded"] is False
+    assert "lookups" not in explained and "rows" not in explained and "total_candidates" not in explained
+    assert explained["withheld"].startswith("candidate counts and list ranks")
     assert (health["status"], health["reasons"], health["declared"]["model_name"]) == ("ok", [], MODEL)
+    owner = stdio_server("--dsn", dsn(), *memory.gateway_options)
+    everything = answer(over_stdio(owner, lambda client: client.call_tool("explain", question)))
+    assert everything["lookups"]["tags"]["candidates"] == 2 and "withheld" not in everything
 
 
 BAD_CALLS = [
