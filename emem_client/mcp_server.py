@@ -14,6 +14,7 @@ error with the database's message and hint; the server goes on.
 
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -42,6 +43,8 @@ from emem_client.types import FindPage, Health, RecordSummary
 
 # Where the HTTP access check leaves the caller's role, in the request's state.
 ROLE_STATE = "emem_role"
+# The role the current tool call acts as (None: the pool's login role); RolePool reads it.
+acting_role: ContextVar[str | None] = ContextVar("emem_mcp_acting_role", default=None)
 MCP_PATH = "/mcp"
 POOL_WAIT_SECONDS = 10.0
 # SQLSTATE classes of failures of the server rather than of the call (connection, resources, system,
@@ -112,16 +115,31 @@ class Linked:
     relation: str
 
 
+class RolePool(AsyncConnectionPool):
+    """A pool whose connections act as `acting_role` while lent: SET ROLE when lent, RESET ROLE (the pool's
+    reset) when returned; a connection that cannot be reset is closed, never lent again."""
+
+    async def getconn(self, timeout: float | None = None) -> psycopg.AsyncConnection[Any]:
+        connection = await super().getconn(timeout)
+        role = acting_role.get()
+        if role is not None:
+            try:
+                await connection.execute(sql.SQL("set role {}").format(sql.Identifier(role)))
+            except BaseException:
+                await self.putconn(connection)
+                raise
+        return connection
+
+
 class EmemTools:
-    """The tools, each one client call on a connection of `pool` acting as the caller's role.
+    """The tools, each a few client calls on connections of `pool` that act as the caller's role.
 
     `role` is the role of every call that comes without an HTTP request (stdio; None: the pool's
     own login role); `lane` is where remember writes when the call names no lane.
     """
 
-    def __init__(self, pool: AsyncConnectionPool[Any], gateway: Gateway, role: str | None, lane: str) -> None:
-        self.pool = pool
-        self.gateway = gateway
+    def __init__(self, pool: RolePool, gateway: Gateway, role: str | None, lane: str) -> None:
+        self.emem = AsyncClient(pool, gateway)
         self.role = role
         self.lane = lane
 
@@ -275,15 +293,15 @@ class EmemTools:
 
     @asynccontextmanager
     async def client(self, ctx: Context) -> AsyncIterator[AsyncClient]:
-        """A client on a pooled connection acting as the caller's role; database errors become tool errors."""
-        role = self.role_of(ctx)
+        """The client, its connections acting as the caller's role meanwhile; database errors become tool errors.
+        A connection is taken for each statement only, never held while the gateway embeds."""
+        acting = acting_role.set(self.role_of(ctx))
         try:
-            async with self.pool.connection() as connection:
-                if role is not None:
-                    await connection.execute(sql.SQL("set role {}").format(sql.Identifier(role)))
-                yield AsyncClient(connection, self.gateway)
+            yield self.emem
         except psycopg.Error as error:
             raise ToolError(database_message(error)) from error
+        finally:
+            acting_role.reset(acting)
 
     def role_of(self, ctx: Context) -> str | None:
         request = ctx.request_context.request
@@ -423,9 +441,8 @@ def create_http_app(tools: EmemTools, tokens: AccessTokens, hosts: HostAllowList
 
 
 @asynccontextmanager
-async def open_pool(conninfo: str, statement_timeout: float, max_size: int = 8) -> AsyncIterator[AsyncConnectionPool]:
-    """A pool whose connections return with their role reset, run no statement longer than the timeout and
-    give dates in UTC."""
+async def open_pool(conninfo: str, statement_timeout: float, max_size: int = 8) -> AsyncIterator[RolePool]:
+    """A pool whose statements stop after the timeout and give dates in UTC."""
 
     async def configure(connection: psycopg.AsyncConnection[Any]) -> None:
         await connection.execute(f"set statement_timeout = {int(statement_timeout * 1000)}; set timezone = 'UTC'")
@@ -433,7 +450,7 @@ async def open_pool(conninfo: str, statement_timeout: float, max_size: int = 8) 
     async def reset_role(connection: psycopg.AsyncConnection[Any]) -> None:
         await connection.execute("reset role")
 
-    pool = AsyncConnectionPool(
+    pool = RolePool(
         conninfo,
         min_size=1,
         max_size=max_size,
@@ -456,11 +473,15 @@ async def open_pool(conninfo: str, statement_timeout: float, max_size: int = 8) 
         await pool.close()
 
 
-async def check_roles(pool: AsyncConnectionPool[Any], roles: Iterable[str]) -> None:
+async def check_roles(pool: RolePool, roles: Iterable[str]) -> None:
     """Fails at start, not at the first call, when the server cannot act as one of `roles`."""
-    async with pool.connection() as connection:
-        for role in sorted(roles):
-            await connection.execute(sql.SQL("set role {}").format(sql.Identifier(role)))
+    for role in sorted(roles):
+        acting = acting_role.set(role)
+        try:
+            async with pool.connection():
+                pass
+        finally:
+            acting_role.reset(acting)
 
 
 async def serve_stdio(
