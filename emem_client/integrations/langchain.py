@@ -1,8 +1,10 @@
 """emem's find as a LangChain retriever (`pip install 'emem-client[langchain]'`).
 
-retriever = EmemRetriever(client=Client(connection))
-documents = retriever.invoke("Which invoices did Kowalski send?")
-documents = await EmemRetriever(client=AsyncClient(connection), page_size=10).ainvoke("...", page=2)
+    retriever = EmemRetriever(client=Client(connection))
+    documents = retriever.invoke("Which invoices did Kowalski send?")
+    documents = await EmemRetriever(client=AsyncClient(connection), page_size=10).ainvoke("...", page=2)
+
+Documents come in find's order; see EmemRetriever for their metadata.
 """
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun

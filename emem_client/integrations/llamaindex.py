@@ -1,8 +1,10 @@
 """emem's find as a LlamaIndex retriever (`pip install 'emem-client[llamaindex]'`).
 
-retriever = EmemRetriever(Client(connection))
-nodes = retriever.retrieve("Which invoices did Kowalski send?")
-nodes = await EmemRetriever(AsyncClient(connection), page_size=10).aretrieve("...")
+    retriever = EmemRetriever(Client(connection))
+    nodes = retriever.retrieve("Which invoices did Kowalski send?")
+    nodes = await EmemRetriever(AsyncClient(connection), page_size=10).aretrieve("...")
+
+Nodes come in find's order; see EmemRetriever for their metadata and score.
 """
 
 from llama_index.core.callbacks import CallbackManager
