@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, is_dataclass
 from datetime import UTC, datetime
 from enum import IntEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import psycopg
 
@@ -144,7 +144,7 @@ def option(args: argparse.Namespace, name: str) -> Any:
     return getattr(args, name) if hasattr(args, name) else OPTION_DEFAULTS[name]()
 
 
-Commands = argparse._SubParsersAction[argparse.ArgumentParser]  # what add_subparsers returns
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # what add_subparsers returns
 
 
 def build_parser() -> argparse.ArgumentParser:

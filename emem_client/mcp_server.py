@@ -223,13 +223,13 @@ class EmemTools:
             window_id = None
             if vector is not None and kind == "conversation" and thread_id is not None:
                 window_id = await conversation_window(client, item["lane"], thread_id, position)
+        why = reason.reason if reason else None
         message = (
             "stored with a vector of the active embedding space"
             if vector is not None
-            else f"stored without a vector ({reason}): find reaches it through its tags and words until a vector "
+            else f"stored without a vector ({why}): find reaches it through its tags and words until a vector "
             "is written for it"
         )
-        why = reason.reason if reason else None
         return Remembered(
             record_id, kind, item["lane"], thread_id, position, vector is not None, why, window_id, message
         )

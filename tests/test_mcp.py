@@ -349,10 +349,10 @@ BAD_CALLS = [
     ("timeline", {"from_time": "2024-03-01", "kinds": ["memo"]}, "Accepted kinds: note, conversation, file"),
     ("remember", {"content": "   "}, "content must be a non-empty text"),
     ("remember", {"content": "x", "kind": "memo"}, "kind"),
-    ("remember", {"content": "x", "tags": [""]}, "tags must be an array of texts of 1 to 200 characters"),
+    ("remember", {"content": "x", "tags": [""]}, "tags must be an array of at most 1000 texts of 1 to 200 characters"),
     ("remember", {"content": "x", "lane": "nowhere"}, "lane 'nowhere' is not a lane this role may write"),
     ("link", {"from_record_id": 999999, "to_record_id": 1, "relation": "x"}, "unknown from record 999999"),
-    ("link", {"from_record_id": 1, "to_record_id": 2, "relation": " "}, "relation must be a non-empty text"),
+    ("link", {"from_record_id": 1, "to_record_id": 2, "relation": " "}, "relation must be a text of 1 to 200"),
     ("recall", {"question": "x"}, "Unknown tool"),
 ]
 
