@@ -318,7 +318,9 @@ def add_timeline(commands: Commands, common: argparse.ArgumentParser) -> None:
     timeline.add_argument(
         "--to", dest="to_time", type=moment, help="ISO 8601 date or time, inclusive (default: no upper bound)"
     )
-    timeline.add_argument("--kind", action="append", choices=["note", "conversation", "file", "entity"])
+    timeline.add_argument(
+        "--kind", action="append", help="only records of this kind (repeatable; the database names the kinds)"
+    )
     timeline.add_argument("--tag", action="append", help="only records with this tag (repeatable: all of them)")
     add_page_options(timeline)
     timeline.set_defaults(run=run_timeline)
