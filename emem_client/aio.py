@@ -38,11 +38,13 @@ class AsyncClient:
 
     async def find(self, question: str, page: int = 1, page_size: int = 30) -> FindPage:
         vector, reason = await self.vector_for(question)
-        return await self.run(calls.find(question, vector, page, page_size, reason))
+        declared = await asyncio.to_thread(self.gateway.declaration) if vector is not None else None
+        return await self.run(calls.find(question, vector, page, page_size, reason, declared))
 
     async def explain(self, question: str, page: int = 1, page_size: int = 30) -> dict[str, Any]:
         vector, reason = await self.vector_for(question)
-        return await self.run(calls.explain(question, vector, page, page_size, reason))
+        declared = await asyncio.to_thread(self.gateway.declaration) if vector is not None else None
+        return await self.run(calls.explain(question, vector, page, page_size, reason, declared))
 
     async def timeline(
         self,

@@ -39,12 +39,14 @@ class Client:
     def find(self, question: str, page: int = 1, page_size: int = 30) -> FindPage:
         """One page of e_gather_find; degraded (with the gateway's reason) when no vector could be used."""
         vector, reason = self.vector_for(question)
-        return self.run(calls.find(question, vector, page, page_size, reason))
+        declared = self.gateway.declaration() if vector is not None else None  # known: vector_for asked
+        return self.run(calls.find(question, vector, page, page_size, reason, declared))
 
     def explain(self, question: str, page: int = 1, page_size: int = 30) -> dict[str, Any]:
         """e_gather_explain: how find reads the question and what each lookup found."""
         vector, reason = self.vector_for(question)
-        return self.run(calls.explain(question, vector, page, page_size, reason))
+        declared = self.gateway.declaration() if vector is not None else None  # known: vector_for asked
+        return self.run(calls.explain(question, vector, page, page_size, reason, declared))
 
     def timeline(
         self,
