@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import pq
@@ -53,6 +53,7 @@ from tqdm import tqdm
 from emem_client import calls
 from emem_client.client import Client
 
+T = TypeVar("T")
 DEFAULT_LANE = "main"
 TEXT_SUFFIXES = frozenset({".txt", ".text", ".md", ".markdown", ".rst"})
 HTML_SUFFIXES = frozenset({".html", ".htm", ".xhtml"})
@@ -957,7 +958,7 @@ def database_reason(error: psycopg.DatabaseError) -> str:
     """The database's message, with its hint; a clearer word for a thread position taken twice."""
     diagnostic = error.diag
     if diagnostic.constraint_name == "one_record_per_thread_position":
-        return "its thread id is used by another conversation or file of this input, stored in the lane before"
+        return "another version of this conversation or file was written meanwhile: ingest it again to add this one"
     message = diagnostic.message_primary or str(error).strip()
     return f"{message} ({diagnostic.message_hint})" if diagnostic.message_hint else message
 
@@ -971,7 +972,7 @@ def refused_item(error: psycopg.DatabaseError) -> tuple[int | None, str]:
 
 # ---- writing -------------------------------------------------------------------------------
 
-Written = tuple[Unit, list[dict[str, Any]], list[tuple[int, bool]]]  # ... and (record id, created) of each item
+Written = tuple[Unit, list[dict[str, Any]], list[tuple[int, bool]]]  # a unit, its items, (record id, created) of each
 
 
 class Ingester:
@@ -994,7 +995,7 @@ class Ingester:
         self.write_links(parsed.links)
         return self.report
 
-    def call(self, call: calls.Call[Any]) -> Any:
+    def execute(self, call: calls.Call[T]) -> T:
         """Runs a Call; a deadlock or serialization failure is tried again after a while, unless the
         caller holds a transaction open on the client's connection (a new try could not help there)."""
         for delay in RETRY_DELAYS:
@@ -1051,7 +1052,7 @@ class Ingester:
         """A thread whose stored records in the lane differ from this input keeps them; the input goes to key@hash."""
         if not units:
             return
-        threads = self.call(stored_threads([(unit.lane, unit.kind, str(unit.key)) for unit in units]))
+        threads = self.execute(stored_threads([(unit.lane, unit.kind, str(unit.key)) for unit in units]))
         for unit in units:
             stored = threads.get((unit.lane, unit.kind, str(unit.key)))
             ours = {piece.position: unit.source_key(piece, unit.key) for piece in unit.pieces}
@@ -1064,7 +1065,7 @@ class Ingester:
     def embed_new(self, planned: list[Planned]) -> dict[tuple[str, str], list[float]]:
         """Vectors of the items their lanes do not hold yet, by (lane, source key); each text embedded once."""
         contents = {record_key(item): item["content"] for _, items in planned for item in items}
-        stored = self.call(stored_records(list(contents)))
+        stored = self.execute(stored_records(list(contents)))
         new = {key: content for key, content in contents.items() if key not in stored}
         texts = list(dict.fromkeys(new.values()))
         self.bar.update(sum(len(items) for _, items in planned) - len(texts))
@@ -1099,7 +1100,7 @@ class Ingester:
         holding it gives it (a note without an id is keyed by its content: the same note twice is one)."""
         unique = first_items(planned)
         sent = [{**item, "vector": vectors[key]} if key in vectors else item for key, item in unique.items()]
-        results = dict(zip(unique, self.call(calls.put_records_created(sent, None)), strict=True))
+        results = dict(zip(unique, self.execute(calls.put_records_created(sent, None)), strict=True))
         created = sum(1 for _, is_new in results.values() if is_new)
         self.report.records_created += created
         self.report.records_existing += len(results) - created
@@ -1123,9 +1124,8 @@ class Ingester:
             try:
                 yield from self.put_units([(unit, items)], vectors)
             except REFUSED as error:
-                number, reason = refused_item(error)
-                named = items[number - 1] if number is not None and 1 <= number <= len(items) else None
-                self.skip(unit, f"{unit.item_name(named)}{reason}" if named else reason)
+                if self.refused_unit(error, [(unit, items)]) is None:
+                    self.skip(unit, refused_item(error)[1])
 
     def skip(self, unit: Unit, reason: str) -> None:
         self.report.problems.append(Problem(unit.source, reason))
@@ -1137,13 +1137,13 @@ class Ingester:
             self.note_ids[unit.key] = results[0][0]
         for item, (record_id, created) in zip(items, results, strict=True):
             if not created and item.get("tags"):
-                self.call(calls.tag(record_id, item["tags"]))
+                self.execute(calls.tag(record_id, item["tags"]))
 
     def write_windows(self, threads: list[tuple[Unit, list[int]]]) -> None:
         threads = [(unit, ids) for unit, ids in threads if unit.is_thread]
         if not threads:
             return
-        existing = self.call(stored_windows([(unit.lane, unit.kind, str(unit.thread_id)) for unit, _ in threads]))
+        existing = self.execute(stored_windows([(unit.lane, unit.kind, str(unit.thread_id)) for unit, _ in threads]))
         wanted = []
         for unit, ids in threads:
             for run in unit.window_runs():
@@ -1159,7 +1159,7 @@ class Ingester:
             if unit.source in failed:
                 continue
             try:
-                self.call(calls.put_window(member_ids, vector, None))
+                self.execute(calls.put_window(member_ids, vector, None))
                 self.report.windows_created += 1
             except REFUSED as error:
                 failed.add(unit.source)
@@ -1178,7 +1178,7 @@ class Ingester:
                 continue
             from_id, to_id = ends
             try:
-                if self.call(link_once(from_id, to_id, link.relation, link.properties)):
+                if self.execute(link_once(from_id, to_id, link.relation, link.properties)):
                     self.report.edges_created += 1
                 else:
                     self.report.edges_existing += 1

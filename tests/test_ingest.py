@@ -665,7 +665,7 @@ def test_a_bad_note_in_a_json_array_costs_only_itself(db: psycopg.Connection, cl
     assert [row[0] for row in db.execute("select content from emem.records order by record_id")] == ["before", "after"]
 
 
-def test_a_conversation_the_database_refuses_is_written_not_at_all(
+def test_a_conversation_is_written_whole_or_not_at_all_and_deep_json_is_reported(
     db: psycopg.Connection, client: Client, tmp_path: Path
 ) -> None:
     chats = tmp_path / "chats.json"
@@ -677,20 +677,20 @@ def test_a_conversation_the_database_refuses_is_written_not_at_all(
                 {"id": "x" * 3000, "turns": ["one", "two"]},
                 {"id": "nan-turn", "turns": ["one", {"content": "two", "metadata": {"v": "NAN"}}, "three"]},
                 {"id": "kept", "turns": ["again"]},
-                {"id": "deep", "turns": [json.loads("[" * 100 + "]" * 100)]},
+                {"id": "deep", "turns": [{"content": "deep", "metadata": {"v": json.loads("[" * 100 + "]" * 100)}}]},
                 {"id": "kept too", "turns": ["four", "five"]},
             ]
         ).replace('"NAN"', "NaN")
     )
-    report = ingest_conversations(client, [chats], QUIET)
+    deep = tmp_path / "deep.json"
+    deep.write_text(DEEP)
+    report = ingest_conversations(client, [deep, chats], QUIET)
     reasons = [(problem.source, problem.reason) for problem in report.problems]
+    assert reasons.pop(0) == (str(deep), "invalid JSON: nested too deeply")
     assert reasons[0] == (f"{chats}[2]", "id has 3000 characters: at most 400")
     assert reasons[1] == (f"{chats}[3] turn 1", "the turn holds NaN, which is not a JSON number")
     assert reasons[2] == (f"{chats}[4]", 'conversation id "kept" is used twice in this input (lane team)')
-    assert reasons[3] == (
-        f"{chats}[5] turn 0",
-        "a turn must be a text or an object {content, speaker?, occurred_at?, tags?}",
-    )
+    assert reasons[3] == (f"{chats}[5] turn 0", "the turn is nested more than 64 levels deep")
     assert reasons[4][0] == f"{chats}[1]" and reasons[4][1].startswith("turn 1: content must be a non-empty text")
     assert len(reasons) == 5
     threads = db.execute("select thread_id, count(*) from emem.records group by 1 order by 1").fetchall()
