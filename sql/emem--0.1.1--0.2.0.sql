@@ -1125,7 +1125,7 @@ begin
 end
 $$;
 comment on function emem.link_records(bigint, bigint, text, jsonb) is
-  'Links two records with a directed edge (a relation name and JSON properties) and returns its id; the same link again returns the same edge. The from record must lie in a lane the role writes, the to record in one it reads.';
+  'Links two records with a directed edge (a relation name and JSON properties) and returns its id; the same link again returns the same edge. The from record must lie in a lane the role writes, the to record in one it reads. Limits: a relation of 1 to 200 characters without control characters; properties a JSON object of at most 64 kB, each value (text or number) at most 1000 characters and 2000 bytes.';
 
 create function emem.put_record_vector(record_id bigint, embedding public.vector, space_id integer default null)
 returns void
