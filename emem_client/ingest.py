@@ -1040,13 +1040,16 @@ class Ingester:
             yield batch
 
     def write_batch(self, units: list[Unit]) -> None:
+        """Everything is embedded before anything is written, so that a gateway failing midway leaves
+        no records without their windows."""
         self.choose_threads([unit for unit in units if unit.is_thread])
         planned = [(unit, unit.items()) for unit in units]
         vectors = self.embed_new(planned)
+        windows = self.embed_windows([unit for unit in units if unit.is_thread])
         written = self.write_records(planned, vectors)
         for unit, items, results in written:
             self.after_records(unit, items, results)
-        self.write_windows([(unit, [record_id for record_id, _ in results]) for unit, _, results in written])
+        self.write_windows(windows, {unit: [record_id for record_id, _ in results] for unit, _, results in written})
 
     def choose_threads(self, units: list[Unit]) -> None:
         """A thread whose stored records in the lane differ from this input keeps them; the input goes to key@hash."""
@@ -1129,7 +1132,6 @@ class Ingester:
 
     def skip(self, unit: Unit, reason: str) -> None:
         self.report.problems.append(Problem(unit.source, reason))
-        self.bar.update(len(unit.window_runs()))
 
     def after_records(self, unit: Unit, items: list[dict[str, Any]], results: list[tuple[int, bool]]) -> None:
         """Notes' ids for links; tags of the input added to records stored before."""
@@ -1139,30 +1141,35 @@ class Ingester:
             if not created and item.get("tags"):
                 self.execute(calls.tag(record_id, item["tags"]))
 
-    def write_windows(self, threads: list[tuple[Unit, list[int]]]) -> None:
-        threads = [(unit, ids) for unit, ids in threads if unit.is_thread]
+    def embed_windows(self, threads: list[Unit]) -> list[tuple[Unit, list[int], list[float]]]:
+        """(unit, run of piece indexes, vector) of the windows of these threads their lane does not hold."""
         if not threads:
-            return
-        existing = self.execute(stored_windows([(unit.lane, unit.kind, str(unit.thread_id)) for unit, _ in threads]))
+            return []
+        existing = self.execute(stored_windows([(unit.lane, unit.kind, str(unit.thread_id)) for unit in threads]))
         wanted = []
-        for unit, ids in threads:
+        for unit in threads:
             for run in unit.window_runs():
                 first, last = unit.pieces[run[0]].position, unit.pieces[run[-1]].position
                 if (unit.lane, unit.kind, unit.thread_id, first, last) in existing:
                     self.report.windows_existing += 1
                     self.bar.update(1)
                 else:
-                    wanted.append((unit, [ids[i] for i in run], "\n".join(unit.pieces[i].content for i in run)))
-        vectors = self.embed([text for _, _, text in wanted])
-        failed: set[str] = set()
-        for (unit, member_ids, _), vector in zip(wanted, vectors, strict=True):
-            if unit.source in failed:
+                    wanted.append((unit, run))
+        vectors = self.embed(["\n".join(unit.pieces[i].content for i in run) for unit, run in wanted])
+        return [(unit, run, vector) for (unit, run), vector in zip(wanted, vectors, strict=True)]
+
+    def write_windows(self, windows: list[tuple[Unit, list[int], list[float]]], ids: dict[Unit, list[int]]) -> None:
+        """The windows of the units written (`ids`: their record ids by piece); a unit whose window
+        the database refuses is reported once, and its other windows are not tried."""
+        failed: set[Unit] = set()
+        for unit, run, vector in windows:
+            if unit not in ids or unit in failed:
                 continue
             try:
-                self.execute(calls.put_window(member_ids, vector, None))
+                self.execute(calls.put_window([ids[unit][i] for i in run], vector, None))
                 self.report.windows_created += 1
             except REFUSED as error:
-                failed.add(unit.source)
+                failed.add(unit)
                 self.report.problems.append(Problem(f"{unit.source} (windows)", database_reason(error)))
 
     def write_links(self, links: list[Link]) -> None:

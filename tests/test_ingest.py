@@ -20,6 +20,7 @@ import pytest
 from vectors import unit
 
 from emem_client import Client, ModelDeclaration
+from emem_client.gateways import GATEWAY_DOWN, GatewayError
 from emem_client.ingest import (
     IngestError,
     IngestOptions,
@@ -757,3 +758,21 @@ def test_special_files_given_by_name_are_reported_not_read(client: Client, tmp_p
     assert [(Path(p.source).name, p.reason) for p in files.problems] == [
         ("pipe.jsonl", "not a regular file but a FIFO: skipped")
     ]
+
+
+class WindowlessGateway(HashGateway):
+    """Embeds single turns, and fails on the joined texts of windows (as a gateway going down midway)."""
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        if any("\n" in text for text in texts):
+            raise GatewayError(GATEWAY_DOWN, "the embeddings service went down")
+        return super().embed(texts)
+
+
+def test_a_gateway_failing_midway_leaves_no_records_without_their_windows(
+    db: psycopg.Connection, client: Client, tmp_path: Path
+) -> None:
+    failing = Client(db, WindowlessGateway())
+    with pytest.raises(GatewayError, match="went down"):
+        ingest_conversations(failing, [write_json(tmp_path / "c.json", CONVERSATIONS)], QUIET)
+    assert counts(db) == (0, 0, 0, 0, 0, 0)
