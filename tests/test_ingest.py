@@ -406,15 +406,15 @@ def test_ingest_refuses_a_gateway_whose_model_is_not_the_active_space(
 
 NOTES = [
     {"id": f"n{i}", "content": f"Note {i} about invoice INV-{2030 + i}.", "tags": ["shared", f"t{i % 3}"]}
-    | ({"links": [{"to": f"n{i + 1}", "relation": "follows", "properties": {"step": i}}]} if i < 11 else {})
-    for i in range(12)
+    | ({"links": [{"to": f"n{i + 1}", "relation": "follows", "properties": {"step": i}}]} if i < 7 else {})
+    for i in range(8)
 ]
 CHATS = [
     {"id": f"c{i}", "tags": ["chat"], "turns": [f"Chat {i}, turn {turn}: the replica lags." for turn in range(4)]}
-    for i in range(6)
+    for i in range(4)
 ]
 # What NOTES and CHATS become in one lane (windows of 3 turns, stride 1: 2 per chat).
-EXPECTED = {"records": 36, "vectors": 36, "windows": 12, "members": 36, "edges": 11, "tags": 48}
+EXPECTED = {"records": 24, "vectors": 24, "windows": 8, "members": 24, "edges": 7, "tags": 32}
 
 
 def lane_counts(db: psycopg.Connection, lane: str) -> dict[str, int]:
