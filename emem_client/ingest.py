@@ -77,7 +77,7 @@ REFUSED = (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError)
 # tried again after each of these delays (seconds, with jitter), then the error stops the ingest.
 RETRIED = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
 RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2)
-ITEM_NUMBER = re.compile(r"^item (\d+): ")
+ITEM_NUMBER = re.compile(r"^item (\d+): ")  # how put_records names the item it refuses (from 1)
 
 
 class IngestError(Exception):
