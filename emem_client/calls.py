@@ -155,10 +155,19 @@ def records_with_all_tags(tags: Iterable[str]) -> Call[list[RecordSummary]]:
 
 
 def put_records(items: Sequence[dict[str, Any]], space_id: int | None) -> Call[list[int]]:
+    return _put_records(items, space_id, lambda rows: [int(row["record_id"]) for row in rows])
+
+
+def put_records_created(items: Sequence[dict[str, Any]], space_id: int | None) -> Call[list[tuple[int, bool]]]:
+    """As put_records, with whether each item was written now (False: its lane held its source_key)."""
+    return _put_records(items, space_id, lambda rows: [(int(row["record_id"]), row["created"]) for row in rows])
+
+
+def _put_records(items: Sequence[dict[str, Any]], space_id: int | None, read: Callable[[Rows], T]) -> Call[T]:
     return Call(
-        "select record_id from emem.put_records(%s::jsonb, %s::integer) order by item_number",
+        "select record_id, created from emem.put_records(%s::jsonb, %s::integer) order by item_number",
         (Jsonb([_with_vector_text(item) for item in items], dumps=_item_json), space_id),
-        lambda rows: [int(row["record_id"]) for row in rows],
+        read,
     )
 
 
