@@ -251,7 +251,7 @@ class Unit:
         """The windows, as lists of indexes into `pieces`."""
         if self.windows is None:
             return []
-        index = {piece.position: i for i, piece in enumerate(self.pieces)}
+        index = {piece.position: i for i, piece in enumerate(self.pieces) if piece.position is not None}
         return [[index[p] for p in run] for run in self.windows.runs(list(index))]
 
 
@@ -840,7 +840,7 @@ def split_long(paragraph: str, limit: int) -> list[str]:
     """A paragraph longer than `limit` cut at sentence ends, and at spaces where a sentence is too long."""
     if len(paragraph) <= limit:
         return [paragraph]
-    pieces = []
+    pieces: list[str] = []
     for sentence in re.split(r"(?<=[.!?])\s+", paragraph):
         pieces.extend(textwrap.wrap(sentence, limit, break_on_hyphens=False) if len(sentence) > limit else [sentence])
     return [chunk for chunk, _ in pack([(piece, False) for piece in pieces], limit, " ")]
@@ -1103,7 +1103,8 @@ class Ingester:
         holding it gives it (a note without an id is keyed by its content: the same note twice is one)."""
         unique = first_items(planned)
         sent = [{**item, "vector": vectors[key]} if key in vectors else item for key, item in unique.items()]
-        results = dict(zip(unique, self.execute(calls.put_records_created(sent, None)), strict=True))
+        written = self.execute(calls.put_records_created(sent, None))
+        results = dict(zip(unique, written, strict=True))
         created = sum(1 for _, is_new in results.values() if is_new)
         self.report.records_created += created
         self.report.records_existing += len(results) - created
@@ -1184,6 +1185,7 @@ class Ingester:
                 )
                 continue
             from_id, to_id = ends
+            assert from_id is not None and to_id is not None  # (checked just above)
             try:
                 if self.execute(link_once(from_id, to_id, link.relation, link.properties)):
                     self.report.edges_created += 1
