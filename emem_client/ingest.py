@@ -35,12 +35,15 @@ from tqdm import tqdm
 
 from emem_client import calls
 from emem_client.client import Client
+from emem_client.gateways import GATEWAY_DOWN, GATEWAY_TIMEOUT, GATEWAY_UNAVAILABLE, GatewayError
 
 DEFAULT_LANE = "main"
 TEXT_SUFFIXES = frozenset({".txt", ".text", ".md", ".markdown", ".rst"})
 HTML_SUFFIXES = frozenset({".html", ".htm", ".xhtml"})
 NOTE_KINDS = frozenset({"note", "entity"})
 EMBED_SLICE = 64  # texts per gateway call: the progress bar moves after each
+# A gateway that cannot answer now: records are written without vectors, for the embedding queue.
+GATEWAY_FAILURES = frozenset({GATEWAY_DOWN, GATEWAY_TIMEOUT, GATEWAY_UNAVAILABLE})
 # What the database says about bad input (22023, 22007, 42501, 23505 ...): reported per item. A lost
 # connection or a server failure is not the input's fault and stops the ingest.
 REFUSED = (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError)
@@ -126,6 +129,9 @@ class IngestReport:
     edges_existing: int = 0
     new_versions: list[str] = field(default_factory=list)  # threads stored as `<id>@<hash>`
     problems: list[Problem] = field(default_factory=list)
+    # Written without a vector while the gateway was down (emem embed gives them one), and why.
+    queued_for_embedding: int = 0
+    gateway_problem: str | None = None
 
 
 # ---- what is written: units of records ---------------------------------------------------
@@ -719,12 +725,15 @@ class Ingester:
         return self.report
 
     def check_gateway(self) -> None:
-        """Before the first text is embedded: the gateway's model must be the active space's. Input with
-        nothing new to embed never asks the gateway (nor loads an embedded model)."""
+        """Before the first text is embedded: the gateway's model must be the active space's; a gateway
+        that is down only means writing without vectors. Input with nothing new to embed never asks the
+        gateway (nor loads an embedded model)."""
         if self.gateway_checked:
             return
         health = self.client.health()
-        if not health.ok:
+        if health.gateway_reason in GATEWAY_FAILURES:
+            self.report.gateway_problem = health.gateway_message
+        elif set(health.reasons) - {calls.VECTORS_INCOMPLETE}:  # missing vectors are the queue's to fill
             why = ", ".join(health.reasons + ([health.gateway_reason] if health.gateway_reason else []))
             advice = health.gateway_message or (
                 "run `emem init` with this gateway first, or choose the gateway of that space"
@@ -773,28 +782,42 @@ class Ingester:
                     f"{unit.source}: changed since it was stored; the new version is thread {unit.thread_id}"
                 )
 
-    def embed_new(self, items: list[dict[str, Any]], stored: dict[str, int]) -> dict[str, list[float]]:
+    def embed_new(self, items: list[dict[str, Any]], stored: dict[str, int]) -> dict[str, list[float] | None]:
         """Vectors of the items not stored yet, by source key."""
         new = {item["source_key"]: item["content"] for item in items if item["source_key"] not in stored}
         self.bar.update(len(items) - len(new))
         keys = list(new)
         return dict(zip(keys, self.embed([new[key] for key in keys]), strict=True))
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
+    def embed(self, texts: list[str]) -> list[list[float] | None]:
+        """Their vectors; None for each once the gateway is down (the embedding queue fills them later)."""
         if texts:
             self.check_gateway()
-        vectors: list[list[float]] = []
+        vectors: list[list[float] | None] = []
         for start in range(0, len(texts), EMBED_SLICE):
-            vectors.extend(self.client.embed(texts[start : start + EMBED_SLICE]))
+            vectors.extend(self.embed_slice(texts[start : start + EMBED_SLICE]))
             self.bar.update(len(texts[start : start + EMBED_SLICE]))
         return vectors
 
+    def embed_slice(self, texts: list[str]) -> list[list[float]] | list[None]:
+        if self.report.gateway_problem is None:
+            try:
+                return self.client.embed(texts)
+            except GatewayError as error:
+                if error.reason not in GATEWAY_FAILURES:
+                    raise
+                self.report.gateway_problem = error.message
+        self.report.queued_for_embedding += len(texts)
+        return [None] * len(texts)
+
     def write_records(
-        self, items: list[dict[str, Any]], vectors: dict[str, list[float]], stored: dict[str, int]
+        self, items: list[dict[str, Any]], vectors: dict[str, list[float] | None], stored: dict[str, int]
     ) -> list[int]:
         """All items in one put_records call (each source key once); their ids in item order."""
         unique = {item["source_key"]: item for item in items}
-        with_vectors = [{**item, "vector": vectors[key]} if key in vectors else item for key, item in unique.items()]
+        with_vectors = [
+            {**item, "vector": vectors[key]} if vectors.get(key) is not None else item for key, item in unique.items()
+        ]
         ids = dict(zip(unique, self.client.put_records(with_vectors), strict=True))
         self.report.records_created += sum(1 for key in unique if key not in stored)
         self.report.records_existing += sum(1 for key in unique if key in stored)
@@ -803,7 +826,7 @@ class Ingester:
     def write_units_one_by_one(
         self,
         unit_items: list[tuple[Unit, list[dict[str, Any]]]],
-        vectors: dict[str, list[float]],
+        vectors: dict[str, list[float] | None],
         stored: dict[str, int],
     ) -> Iterator[tuple[Unit, list[dict[str, Any]], list[int]]]:
         """After a batch was refused: each unit on its own, so one bad unit costs only itself."""
@@ -834,7 +857,7 @@ class Ingester:
                     self.report.windows_existing += 1
                     self.bar.update(1)
                 else:
-                    wanted.append((unit, [ids[i] for i in run], "\n".join(unit.pieces[i].content for i in run)))
+                    wanted.append((unit, [ids[i] for i in run], calls.window_text(unit.pieces[i].content for i in run)))
         vectors = self.embed([text for _, _, text in wanted])
         failed: set[str] = set()
         for (unit, member_ids, _), vector in zip(wanted, vectors, strict=True):
