@@ -452,8 +452,9 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     lanes text[] := emem._embedding_lanes();
+    space emem.embedding_spaces := emem._check_space_id(space_id);
 begin
-    return emem._queue_missing(emem._check_space_id(space_id).space_id, lanes);
+    return emem._queue_missing(space.space_id, lanes);
 end
 $$;
 comment on function emem.queue_missing_embeddings(integer) is
