@@ -345,10 +345,18 @@ begin
         select case when stored_ids[n] is null then pg_catalog.nextval('emem.records_record_id_seq') end
         from pg_catalog.generate_series(1, item_count) as n);
 
-    -- Records first, in a statement of their own, so that the tags and vectors below follow
-    -- them; a key a concurrent writer stored meanwhile is skipped. Rows are written in the
-    -- order of their lane and key, so that concurrent writers of the same keys take the same
-    -- locks in the same order.
+    -- Vectors before their records, so that a record written with its vector is never queued
+    -- for embedding (emem.embedding_queue); those of records not written after all go below.
+    if dimension is not null then
+        insert into emem.record_vectors (space_id, record_id, embedding)
+        select space.space_id, new_ids[n], public.l2_normalize(vectors[n])
+        from pg_catalog.generate_series(1, item_count) as n
+        where vectors[n] is not null and new_ids[n] is not null;
+    end if;
+
+    -- Records in a statement of their own, so that the tags below follow them; a key a
+    -- concurrent writer stored meanwhile is skipped. Rows are written in the order of their lane
+    -- and key, so that concurrent writers of the same keys take the same locks in the same order.
     with inserted as (
         insert into emem.records (record_id, kind, content, lane_name, authority, occurred_at,
                                   thread_id, thread_position, metadata, source_key)
@@ -372,11 +380,11 @@ begin
     cross join lateral pg_catalog.jsonb_array_elements_text(coalesce(i.item->'tags', '[]')) as t(tag)
     where new_ids[i.n] in (select pg_catalog.unnest(created_ids));
 
-    if dimension is not null then
-        insert into emem.record_vectors (space_id, record_id, embedding)
-        select space.space_id, new_ids[n], public.l2_normalize(vectors[n])
-        from pg_catalog.generate_series(1, item_count) as n
-        where vectors[n] is not null and new_ids[n] in (select pg_catalog.unnest(created_ids));
+    if dimension is not null and pg_catalog.cardinality(created_ids)
+                                 < pg_catalog.cardinality(pg_catalog.array_remove(new_ids, null)) then
+        delete from emem.record_vectors as v
+        where v.space_id = space.space_id and v.record_id = any (pg_catalog.array_remove(new_ids, null))
+          and v.record_id <> all (created_ids);
     end if;
 
     return query

@@ -152,6 +152,31 @@ def test_a_record_is_queued_until_its_vector_is_written(db: psycopg.Connection) 
     assert with_vector
 
 
+def test_a_record_a_concurrent_writer_stored_first_leaves_no_vector_behind(
+    db: psycopg.Connection, dsn: Callable[..., str]
+) -> None:
+    """put_records writes vectors before their records (so they are never queued): the vector of
+    an item whose source key another writer stored meanwhile goes again."""
+    db.execute("select emem.create_lane('team')")
+    db.execute("select emem.create_embedding_space('m', 3, null, true)")
+    item = [{"kind": "note", "content": "once", "lane": "team", "source_key": "k", "vector": [1, 0, 0]}]
+    with psycopg.connect(dsn()) as first:
+        first.execute("select emem.put_records(%s::jsonb)", (json.dumps(item),))
+        second = threading.Thread(
+            target=lambda: psycopg.connect(dsn(), autocommit=True).execute(
+                "select emem.put_records(%s::jsonb)", (json.dumps(item),)
+            )
+        )
+        second.start()
+        time.sleep(0.5)
+        first.commit()
+    second.join(30)
+    assert db.execute(
+        "select (select count(*) from emem.records), (select count(*) from emem.record_vectors)"
+    ).fetchone() == (1, 1)
+    assert queued(db) == set()
+
+
 def test_a_new_space_queues_every_record_and_window_run(db: psycopg.Connection) -> None:
     db.execute("select emem.create_lane('team')")
     first = db.execute("select emem.create_embedding_space('m', 3, null, true)").fetchone()[0]
