@@ -1385,52 +1385,60 @@ comment on function emem._queue_missing(integer, text[]) is
 -- embedded when the space holds a window with a vector for it. Counted from the queue, so cheap
 -- while little is missing; the records are counted whole.
 create function emem._vector_coverage(space_id integer, lanes text[]) returns jsonb
-language sql stable
+language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
-    select pg_catalog.jsonb_build_object(
+declare
+    records bigint;
+    records_missing bigint;
+    windows bigint;
+    windows_missing bigint;
+begin
+    -- Statements of their own (planned for the values given): the queue of a space being filled
+    -- holds every record, that of the active one little.
+    select pg_catalog.count(*) into records from emem.records as r where lanes is null or r.lane_name = any (lanes);
+    select pg_catalog.count(*) into records_missing
+    from emem.embedding_queue as q
+    where q.space_id = _vector_coverage.space_id and q.record_id is not null
+      and (lanes is null or q.lane_name = any (lanes))
+      and exists (select from emem.records as r where r.record_id = q.record_id)
+      and not exists (select from emem.record_vectors as v where v.space_id = q.space_id and v.record_id = q.record_id);
+    select pg_catalog.count(*) into windows
+    from emem.windows as w
+    where w.space_id = _vector_coverage.space_id and w.embedding is not null
+      and (lanes is null or w.lane_name = any (lanes));
+    select pg_catalog.count(*) into windows_missing
+    from (select q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position
+          from emem.embedding_queue as q
+          where q.space_id = _vector_coverage.space_id and q.record_id is null
+            and (lanes is null or q.lane_name = any (lanes))
+            and not exists (select from emem.windows as w
+                            where w.space_id = q.space_id and w.embedding is not null
+                              and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
+                                = (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position))
+          union
+          select w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position
+          from emem.windows as w
+          where w.space_id = _vector_coverage.space_id and w.embedding is null
+            and (lanes is null or w.lane_name = any (lanes))) as runs;
+    return pg_catalog.jsonb_build_object(
         'space_id', space_id,
-        'records', figures.records,
-        'records_with_vector', figures.records - figures.records_missing,
-        'windows', figures.windows + figures.windows_missing,
-        'windows_with_vector', figures.windows,
+        'records', records,
+        'records_with_vector', records - records_missing,
+        'windows', windows + windows_missing,
+        'windows_with_vector', windows,
         'share', pg_catalog.round(least(
-            case when figures.records = 0 then 1 else 1 - figures.records_missing::numeric / figures.records end,
-            case when figures.windows_missing = 0 then 1
-                 else figures.windows::numeric / (figures.windows + figures.windows_missing) end), 6)::float8)
-    from (select
-        (select pg_catalog.count(*) from emem.records as r
-         where lanes is null or r.lane_name = any (lanes)) as records,
-        (select pg_catalog.count(*) from emem.embedding_queue as q
-         where q.space_id = _vector_coverage.space_id and q.record_id is not null
-           and (lanes is null or q.lane_name = any (lanes))
-           and exists (select from emem.records as r where r.record_id = q.record_id)
-           and not exists (select from emem.record_vectors as v
-                           where v.space_id = q.space_id and v.record_id = q.record_id)) as records_missing,
-        (select pg_catalog.count(*) from emem.windows as w
-         where w.space_id = _vector_coverage.space_id and w.embedding is not null
-           and (lanes is null or w.lane_name = any (lanes))) as windows,
-        (select pg_catalog.count(*) from (
-            select q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position
-            from emem.embedding_queue as q
-            where q.space_id = _vector_coverage.space_id and q.record_id is null
-              and (lanes is null or q.lane_name = any (lanes))
-              and not exists (select from emem.windows as w
-                              where w.space_id = q.space_id and w.embedding is not null
-                                and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
-                                  = (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position))
-            union
-            select w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position
-            from emem.windows as w
-            where w.space_id = _vector_coverage.space_id and w.embedding is null
-              and (lanes is null or w.lane_name = any (lanes))) as runs) as windows_missing
-    ) as figures
+            case when records = 0 then 1 else 1 - records_missing::numeric / records end,
+            case when windows_missing = 0 then 1 else windows::numeric / (windows + windows_missing) end), 6)::float8);
+end
 $$;
 comment on function emem._vector_coverage(integer, text[]) is
   'A space''s coverage in some lanes (NULL: all): records and windows, how many of them have a current vector, and the smaller of the two shares.';
 
 -- Whether a space's coverage in some lanes is below the threshold; cheap while nothing is
--- missing (one probe of the queue), which is when finds ask most.
+-- missing (one probe of the queue), which is when finds ask most. The checks of an entry are
+-- scalar subqueries, probed entry by entry up to the first one really missing (an EXISTS could
+-- be hashed over every vector of the space).
 create function emem._coverage_below(space_id integer, lanes text[], threshold double precision) returns boolean
 language plpgsql stable
 set search_path = pg_catalog, pg_temp
@@ -1440,14 +1448,14 @@ begin
         select from emem.embedding_queue as q
         where q.space_id = _coverage_below.space_id and (lanes is null or q.lane_name = any (lanes))
           and case when q.record_id is not null then
-                  not exists (select from emem.record_vectors as v
-                              where v.space_id = q.space_id and v.record_id = q.record_id)
-                  and exists (select from emem.records as r where r.record_id = q.record_id)
+                  (select v.record_id from emem.record_vectors as v
+                   where v.space_id = q.space_id and v.record_id = q.record_id) is null
+                  and (select r.record_id from emem.records as r where r.record_id = q.record_id) is not null
               else
-                  not exists (select from emem.windows as w
-                              where w.space_id = q.space_id and w.embedding is not null
-                                and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
-                                  = (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position))
+                  (select w.window_id from emem.windows as w
+                   where w.space_id = q.space_id and w.embedding is not null
+                     and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
+                       = (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position)) is null
               end) then
         return false;
     end if;
