@@ -523,13 +523,35 @@ def test_emem_embed_fills_the_space_of_the_gateways_model(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert figures_of(coverage(db)) == (0, len(NOTES) + len(TURNS), 0, len(TURNS) - 1)
+    gateway = ["--dsn", dsn(), "--gateway", "openai", "--openai-base-url", service.base_url, "--openai-model", MODEL]
+    assert cli.main([*gateway, "health"]) == 3  # before
+    out = capsys.readouterr().out
+    assert "vectors: 0 of 10 records, 0 of 3 windows (in every lane)\n  emem embed (with the active" in out
+    assert cli.main([*gateway, "find", TURNS[1]]) == 0
+    out = capsys.readouterr().out
+    assert "DEGRADED (vectors_incomplete): records or windows lack a vector of the active space" in out
+    for wrong, message in (
+        (["--openai-model", "another-model", "embed"], "no embedding space for the gateway's model another-model"),
+        (["embed", "--space", "7"], "there is no embedding space 7"),
+    ):
+        assert cli.main([*gateway, *wrong]) == 1
+        assert message in capsys.readouterr().err
+    db.execute("select emem.create_embedding_space('another-model', 8)")
+    assert cli.main([*gateway, "embed", "--space", "2"]) == 1
+    assert "the gateway embeds with fake-embed-8 (8 dimensions), embedding space 2 is another-model" in (
+        capsys.readouterr().err
+    )
+    db.execute("delete from emem.embedding_spaces where space_id = 2")
+
     code = cli.main(embed_command(dsn(), service, "--no-progress", "--batch-size", "4")[3:])
     out = capsys.readouterr().out
     assert code == 0, out
     assert out.splitlines()[0].startswith(f"embedded {len(NOTES) + len(TURNS)} records and 3 windows into space 1")
     assert "vectors: 10 of 10 records, 3 of 3 windows (in every lane)" in out
     assert_filled(db, seeded["space"])
-    assert set(service.behaviour.texts_embedded()) - {FINGERPRINT_PROBE} == every_text()
+    assert set(service.behaviour.texts_embedded()) - {FINGERPRINT_PROBE, TURNS[1]} == every_text() - {TURNS[1]}
+    assert cli.main([*gateway, "health"]) == 0  # after
+    assert "vectors: 10 of 10 records, 3 of 3 windows" in capsys.readouterr().out
     stored = db.execute(
         "select embedding::text from emem.record_vectors where record_id = %s", (seeded["turns"][1],)
     ).fetchone()[0]
