@@ -1748,6 +1748,37 @@ $$;
 comment on function emem.queue_missing_embeddings(integer) is
   'Queues what the space lacks in the lanes the caller works (after a load with the triggers off, say); returns how many entries it added. emem embed calls it when it starts.';
 
+-- Claimed entries whose work is done or can no longer be done (a record gone, a run with a
+-- record missing) leave the queue; returns how many are left to embed.
+create function emem._drop_done_entries(queue_ids bigint[]) returns integer
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    dropped integer;
+begin
+    delete from emem.embedding_queue as q
+    where q.queue_id = any (queue_ids) and case
+        when q.record_id is not null then
+            not exists (select from emem.records as r where r.record_id = q.record_id)
+            or exists (select from emem.record_vectors as v where v.space_id = q.space_id and v.record_id = q.record_id)
+        else
+            exists (select from emem.windows as w
+                    where w.space_id = q.space_id and w.embedding is not null
+                      and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
+                        = (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position))
+            or (select pg_catalog.count(*) from emem.records as r
+                where r.lane_name = q.lane_name and r.kind = q.thread_kind and r.thread_id = q.thread_id
+                  and r.thread_position between q.first_position and q.last_position)
+               <> q.last_position - q.first_position + 1
+        end;
+    get diagnostics dropped = row_count;
+    return pg_catalog.cardinality(queue_ids) - dropped;
+end
+$$;
+comment on function emem._drop_done_entries(bigint[]) is
+  'Takes claimed queue entries whose work is done or void off the queue; returns how many are left to embed.';
+
 create function emem.claim_embeddings(space_id integer, batch_size integer default 64)
 returns table (queue_id bigint, record_id bigint, member_record_ids bigint[], texts text[], attempts integer)
 language plpgsql
@@ -1763,30 +1794,17 @@ begin
         raise exception 'batch_size % is out of range', coalesce(batch_size::text, 'NULL')
             using errcode = '22023', hint = 'Accepted: 1 to 1000.';
     end if;
-    claimed := array(
-        select q.queue_id from emem.embedding_queue as q
-        where q.space_id = space.space_id and (lanes is null or q.lane_name = any (lanes))
-          and (q.not_before is null or q.not_before <= pg_catalog.clock_timestamp())
-        order by q.queue_id
-        limit batch_size
-        for update skip locked);
-    -- Entries whose work is done, or can no longer be done (a record gone, a run with a record
-    -- missing), leave without a gateway call.
-    delete from emem.embedding_queue as q
-    where q.queue_id = any (claimed) and case
-        when q.record_id is not null then
-            not exists (select from emem.records as r where r.record_id = q.record_id)
-            or exists (select from emem.record_vectors as v where v.space_id = q.space_id and v.record_id = q.record_id)
-        else
-            exists (select from emem.windows as w
-                    where w.space_id = q.space_id and w.embedding is not null
-                      and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
-                        = (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position))
-            or (select pg_catalog.count(*) from emem.records as r
-                where r.lane_name = q.lane_name and r.kind = q.thread_kind and r.thread_id = q.thread_id
-                  and r.thread_position between q.first_position and q.last_position)
-               <> q.last_position - q.first_position + 1
-        end;
+    -- Work done or void leaves without a gateway call; when a whole batch was such, the next is taken.
+    loop
+        claimed := array(
+            select q.queue_id from emem.embedding_queue as q
+            where q.space_id = space.space_id and (lanes is null or q.lane_name = any (lanes))
+              and (q.not_before is null or q.not_before <= pg_catalog.clock_timestamp())
+            order by q.queue_id
+            limit batch_size
+            for update skip locked);
+        exit when pg_catalog.cardinality(claimed) = 0 or emem._drop_done_entries(claimed) > 0;
+    end loop;
     return query
     select q.queue_id, q.record_id, null::bigint[], array[r.content], q.attempts
     from emem.embedding_queue as q join emem.records as r on r.record_id = q.record_id

@@ -413,6 +413,20 @@ def test_an_edit_while_a_worker_holds_the_entry_waits_and_its_vector_does_not_su
     assert db.execute("select count(*) from emem.record_vectors").fetchone()[0] == 0
 
 
+def test_a_claim_drops_work_already_done_and_takes_the_next(db: psycopg.Connection) -> None:
+    """Entries whose vector exists (as a race between loaders can leave) go without a gateway call."""
+    db.execute("select emem.create_lane('team')")
+    db.execute("select emem.create_embedding_space('m', 3, null, true)")
+    done = put(db, [{"kind": "note", "content": f"done {n}", "lane": "team", "vector": [1, n, 0]} for n in range(5)])
+    db.execute(
+        "insert into emem.embedding_queue (space_id, lane_name, record_id) select 1, 'team', unnest(%s::bigint[])",
+        (done,),
+    )
+    [todo] = put(db, [{"kind": "note", "content": "to do", "lane": "team"}])
+    assert db.execute("select record_id from emem.claim_embeddings(1, 2)").fetchall() == [(todo,)]
+    assert queued(db) == {(1, str(todo))}
+
+
 def test_workers_claim_only_their_own_lanes_and_refuse_bad_arguments(
     db: psycopg.Connection, dsn: Callable[..., str], make_role: Callable[..., str]
 ) -> None:
