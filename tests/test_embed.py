@@ -104,6 +104,26 @@ def thread(lane: str, thread_id: str, contents: list[str]) -> list[dict[str, Any
     ]
 
 
+class Session(threading.Thread):
+    """One statement in a session of its own, on a thread: for what must wait for another session."""
+
+    def __init__(self, dsn: str, statement: str, params: tuple) -> None:
+        super().__init__(daemon=True)
+        self.dsn, self.statement, self.params = dsn, statement, params
+        self.rows: list[tuple] = []
+
+    def run(self) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            cursor = conn.execute(self.statement, self.params)
+            self.rows = cursor.fetchall() if cursor.description else []
+
+
+def in_another_session(dsn: str, statement: str, params: tuple = ()) -> Session:
+    session = Session(dsn, statement, params)
+    session.start()
+    return session
+
+
 @pytest.fixture
 def make_gateway() -> Iterator[Callable[..., OpenAIGateway]]:
     made: list[OpenAIGateway] = []
@@ -162,12 +182,7 @@ def test_a_record_a_concurrent_writer_stored_first_leaves_no_vector_behind(
     item = [{"kind": "note", "content": "once", "lane": "team", "source_key": "k", "vector": [1, 0, 0]}]
     with psycopg.connect(dsn()) as first:
         first.execute("select emem.put_records(%s::jsonb)", (json.dumps(item),))
-        second = threading.Thread(
-            target=lambda: psycopg.connect(dsn(), autocommit=True).execute(
-                "select emem.put_records(%s::jsonb)", (json.dumps(item),)
-            )
-        )
-        second.start()
+        second = in_another_session(dsn(), "select emem.put_records(%s::jsonb)", (json.dumps(item),))
         time.sleep(0.5)
         first.commit()
     second.join(30)
@@ -205,20 +220,12 @@ def test_a_space_created_while_records_are_written_misses_none_of_them(
                 'select record_id from emem.put_records(\'[{"kind": "note", "content": "in flight", "lane": "team"}]\')'
             )
         ]
-        created: list[int] = []
-        creator = threading.Thread(
-            target=lambda: created.append(
-                psycopg.connect(dsn(), autocommit=True)
-                .execute("select emem.create_embedding_space('m2', 2)")
-                .fetchone()[0]
-            )
-        )
-        creator.start()
+        creator = in_another_session(dsn(), "select emem.create_embedding_space('m2', 2)")
         time.sleep(0.5)
-        assert not created  # waiting for the writer
+        assert creator.is_alive()  # waiting for the writer
         writer.commit()
     creator.join(30)
-    assert (created[0], str(written)) in queued(db)
+    assert (creator.rows[0][0], str(written)) in queued(db)
 
 
 def test_an_edit_removes_its_vectors_and_stales_the_windows_holding_it_in_every_space(
@@ -394,12 +401,9 @@ def test_an_edit_while_a_worker_holds_the_entry_waits_and_its_vector_does_not_su
     with psycopg.connect(dsn()) as worker:
         [(queue_id, texts)] = worker.execute("select queue_id, texts from emem.claim_embeddings(1)").fetchall()
         assert texts == ["the old text"]
-        editor = threading.Thread(
-            target=lambda: psycopg.connect(dsn(), autocommit=True).execute(
-                "update emem.records set content = 'the new text' where record_id = %s", (record,)
-            )
+        editor = in_another_session(
+            dsn(), "update emem.records set content = 'the new text' where record_id = %s", (record,)
         )
-        editor.start()
         time.sleep(0.5)
         assert editor.is_alive()  # the edit waits for the worker's batch
         worker.execute("select emem.store_embeddings(%s, array['[1,0,0]']::vector[])", ([queue_id],))
