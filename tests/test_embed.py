@@ -582,6 +582,24 @@ def test_emem_embed_fills_the_space_of_the_gateways_model(
     assert len(service.behaviour.requests) - before <= 1
 
 
+def test_an_agents_worker_embeds_the_lanes_it_reads_and_writes_only(
+    db: psycopg.Connection,
+    dsn: Callable[..., str],
+    service: FakeService,
+    seeded: dict,
+    make_gateway: Callable[..., OpenAIGateway],
+    make_role: Callable[..., str],
+) -> None:
+    db.execute("select emem.create_agent_profile('teamwork', array['team', 'other'], array['team'])")
+    with psycopg.connect(dsn(make_role("agent", "teamwork")), autocommit=True) as agent:
+        report = embed_queue(Client(agent, make_gateway(service.base_url)), QUIET)
+    team_notes = [note for n, note in enumerate(NOTES) if n % 2]
+    assert set(service.behaviour.texts_embedded()) - {FINGERPRINT_PROBE} == every_text() - set(NOTES) | set(team_notes)
+    assert (report.records_embedded, report.windows_embedded) == (len(team_notes) + len(TURNS), 3)
+    assert report.coverage is not None and report.coverage.lanes == "readable"
+    assert {lane for (lane,) in db.execute("select lane_name from emem.embedding_queue")} == {"other"}
+
+
 def test_two_workers_drain_one_queue_without_double_work(
     db: psycopg.Connection, dsn: Callable[..., str], service: FakeService, seeded: dict
 ) -> None:
