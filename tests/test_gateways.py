@@ -3,13 +3,13 @@ and what health and find make of each way it can fail.
 """
 
 import random
-import socket
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from clusters import free_port
 from embeddings_service import FakeService, vector_for
 
 from emem_client import Client, GatewayError, OpenAIGateway, fingerprint_of
@@ -48,12 +48,6 @@ def corpus(db: psycopg.Connection, service: FakeService, make_gateway: Callable[
     )
 
 
-def unused_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_a_matching_gateway_gives_ok_health_and_a_full_find(
     db: psycopg.Connection, service: FakeService, make_gateway: Callable[..., OpenAIGateway], corpus: list[int]
 ) -> None:
@@ -70,7 +64,7 @@ def test_a_matching_gateway_gives_ok_health_and_a_full_find(
 def test_a_gateway_with_nothing_listening_is_down(
     db: psycopg.Connection, corpus: list[int], make_gateway: Callable[..., OpenAIGateway]
 ) -> None:
-    client = Client(db, make_gateway(f"http://127.0.0.1:{unused_port()}/v1", retries=1))
+    client = Client(db, make_gateway(f"http://127.0.0.1:{free_port()}/v1", retries=1))
     page = client.find(QUESTION)
     assert (page.degraded, page.degraded_reason) == (True, "gateway_down")
     assert corpus[0] in {row.record_id for row in page.rows}  # full text still answers

@@ -13,13 +13,11 @@ import secrets
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,11 +25,13 @@ import httpx
 import httpx2
 import psycopg
 import pytest
+from clusters import free_port
+from embeddings_service import FakeService
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 from psycopg import sql
-from test_gateways import MODEL, Behaviour, EmbeddingsHandler, unused_port
+from test_gateways import MODEL
 
 from emem_client import Client as EmemClient
 from emem_client import OpenAIGateway
@@ -48,16 +48,9 @@ TOOLS = {"find", "timeline", "remember", "link", "explain", "health"}
 
 
 @pytest.fixture
-def embeddings() -> Iterator[str]:
+def embeddings(service: FakeService) -> str:
     """The base URL of a local OpenAI-compatible embeddings server."""
-    handler = type("Handler", (EmbeddingsHandler,), {"behaviour": Behaviour()})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/v1"
-    server.shutdown()
-    server.server_close()
+    return service.base_url
 
 
 @dataclass(frozen=True)
@@ -418,7 +411,7 @@ class HttpServer:
 @contextmanager
 def running(*args: str) -> Iterator[str]:
     """`emem mcp --transport http ARGS` on a free loopback port, until the block ends; its /mcp URL."""
-    port = unused_port()
+    port = free_port()
     command = [str(EMEM), "mcp", "--transport", "http", "--port", str(port), *args]
     process = subprocess.Popen(
         command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=server_environment()
@@ -545,7 +538,7 @@ def test_http_refuses_to_start_without_tokens_or_as_a_role_it_cannot_act_as(
 ) -> None:
     def emem_mcp(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(EMEM), "mcp", *args, "--port", str(unused_port())],
+            [str(EMEM), "mcp", *args, "--port", str(free_port())],
             capture_output=True,
             text=True,
             timeout=60,
