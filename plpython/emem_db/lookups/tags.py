@@ -13,6 +13,11 @@ from emem_db.lists.scored import ScoredList
 from emem_db.lists.tiered import Part, TieredList
 from emem_db.reader import Reader
 
+# What a matched edge adds to the score of the records it ends at: less than one term, so that
+# more terms matched still come first, but a record an edge's relation or property names ranks
+# above every record that matches the same number of terms through tags only.
+EDGE_BONUS = 0.5
+
 
 @dataclass(frozen=True)
 class TagMatch:
@@ -44,7 +49,7 @@ def tags_by_terms(reader: Reader) -> CandidateList:
 
 
 def tag_candidates(reader: Reader, by_terms: bool) -> CandidateList:
-    terms = list(reader.request.analysis.terms)
+    terms = list(reader.request.analysis.label_terms)
     if not terms:
         return FetchedList([])
     match = tag_match(reader, terms)
@@ -99,43 +104,46 @@ def exact_tags(reader: Reader, tags: list[str], terms: list[str], by_terms: bool
 
 
 def scored_tags(reader: Reader, tags: list[str], terms: list[str], within: list[str] | None = None) -> ScoredList:
-    """Every tag and edge candidate with its matched terms, most first; `within` keeps the records
-    holding one of these tags or an edge (a tiered list's exact part)."""
+    """Every tag and edge candidate by its matched terms, most first, a record reached through a
+    matched edge above those matching as many terms through tags only (EDGE_BONUS); `within`
+    keeps the records holding one of these tags or an edge (a tiered list's exact part)."""
     lanes = fragments.in_lanes("rt.lane_name", reader.lanes_sql)
     # A tag's words come from its lane's vocabulary row (one per lane and tag).
     held = (
         "matched"
         if within is None
         else f"""(
-            select rt.record_id, v.tag_terms
+            select rt.record_id, v.tag_terms, false
             from edge_ends as n
             join emem.record_tags as rt on rt.record_id = n.record_id
             join emem.tag_vocabulary as v on v.tag = rt.tag and v.lane_name = rt.lane_name
             where v.tag operator(pg_catalog.=) any ($1)
             union all
-            select n.record_id, v.tag_terms
+            select n.record_id, v.tag_terms, false
             from emem.record_tags as n
             join emem.record_tags as rt on rt.record_id = n.record_id
             join emem.tag_vocabulary as v on v.tag = rt.tag and v.lane_name = rt.lane_name
             where n.tag operator(pg_catalog.=) any ($3) and v.tag operator(pg_catalog.=) any ($1){lanes}
             union all
-            select record_id, terms from edge_ends)"""
+            select record_id, terms, true from edge_ends)"""
     )
     sql = f"""
         with edge_ends (record_id, terms) as (
             {fragments.matched_edge_ends("$2", reader.lanes_sql)}
-        ), matched (record_id, terms) as (
-            select rt.record_id, v.tag_terms
+        ), matched (record_id, terms, through_edge) as (
+            select rt.record_id, v.tag_terms, false
             from emem.tag_vocabulary as v join emem.record_tags as rt on rt.tag = v.tag and rt.lane_name = v.lane_name
             where v.tag operator(pg_catalog.=) any ($1){lanes}
             union all
-            select record_id, terms from edge_ends
+            select record_id, terms, true from edge_ends
         ), found as (
-            select m.record_id, pg_catalog.count(distinct t) as matched_terms
-            from {held} as m (record_id, terms) cross join lateral pg_catalog.unnest(m.terms) as t
+            select m.record_id,
+                   pg_catalog.count(distinct t)
+                   + case when pg_catalog.bool_or(m.through_edge) then {EDGE_BONUS} else 0 end as score
+            from {held} as m (record_id, terms, through_edge) cross join lateral pg_catalog.unnest(m.terms) as t
             group by m.record_id
         )
-        select {SCORED_ARRAYS.format(score="matched_terms")} from found"""
+        select {SCORED_ARRAYS.format(score="score")} from found"""
     return ScoredList.from_statement(reader, sql, ["text[]", "text[]", "text[]"], [tags, terms, within or []])
 
 
@@ -220,7 +228,7 @@ def tag_part(reader: Reader, tag: str, count: int) -> Part:
 def visible_members(reader: Reader, record_ids: list[int], lanes: list[str]) -> set[int]:
     """Which of these records a tag lookup holds for a caller reading only `lanes`: through a
     matched tag, or a matched edge both of whose ends lie in those lanes."""
-    terms = list(reader.request.analysis.terms)
+    terms = list(reader.request.analysis.label_terms)
     lanes_sql = quoted_array(reader.plpy, lanes, "text") if lanes else "array[]::text[]"
     rows = reader.execute(
         f"""select id from pg_catalog.unnest($1::bigint[]) as id
