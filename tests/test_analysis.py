@@ -131,6 +131,13 @@ def test_a_label_made_of_stop_words_matches_its_own_words(analyser: Analyser, la
     assert not matches(analyser, label, "Which deals did we lose?")
 
 
+def test_a_word_whose_lemma_is_a_stop_word_keeps_its_own_form(analyser: Analyser) -> None:
+    assert analyser.label_terms("done") == ["done"]
+    assert matches(analyser, "done", "Which tasks are done?")
+    assert not matches(analyser, "done", "What is left to do?")
+    assert not matches(analyser, "to do", "Which tasks are done?")
+
+
 def test_stop_words_in_a_label_with_content_are_dropped(analyser: Analyser) -> None:
     assert analyser.label_terms("to-do list") == ["list"]
 

@@ -154,11 +154,14 @@ class Analyser:
 
     def normal_form(self, token: str) -> tuple[str, bool]:
         """(the normalised term, whether WordNet knows it). Figures are never 'known'; a word
-        WordNet does not know loses a plural ending."""
+        WordNet does not know loses a plural ending; a word whose lemma is a stop word keeps its
+        own form (`done` is not `do`, which only labels made of stop words match)."""
         cached = self._normal_forms.get(token)
         if cached is None:
             lower = word_key(token)
             lemma = None if has_digit(lower) else self.lexicon.lemma(lower)
+            if lemma in STOP_WORDS:
+                lemma = lower
             cached = (lemma, True) if lemma is not None else (lower if has_digit(lower) else singular(lower), False)
             if len(self._normal_forms) >= self.memo_size:
                 self._normal_forms.clear()
