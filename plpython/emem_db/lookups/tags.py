@@ -15,7 +15,10 @@ from emem_db.reader import Reader
 
 # What a matched edge adds to the score of the records it ends at: less than one term, so that
 # more terms matched still come first, but a record an edge's relation or property names ranks
-# above every record that matches the same number of terms through tags only.
+# above every record that matches the same number of terms through tags only. A matched edge also
+# gives each end the terms the question matches in the other end's tags: "the release captain of
+# project Kestrel" is the record at the other end of a `release captain` edge from the record
+# tagged `project kestrel`.
 EDGE_BONUS = 0.5
 
 
@@ -104,7 +107,8 @@ def exact_tags(reader: Reader, tags: list[str], terms: list[str], by_terms: bool
 
 
 def scored_tags(reader: Reader, tags: list[str], terms: list[str], within: list[str] | None = None) -> ScoredList:
-    """Every tag and edge candidate by its matched terms, most first, a record reached through a
+    """Every tag and edge candidate by its matched terms (an edge end's include those of the
+    edge's label and of its other end's matched tags), most first, a record reached through a
     matched edge above those matching as many terms through tags only (EDGE_BONUS); `within`
     keeps the records holding one of these tags or an edge (a tiered list's exact part)."""
     lanes = fragments.in_lanes("rt.lane_name", reader.lanes_sql)
@@ -125,17 +129,27 @@ def scored_tags(reader: Reader, tags: list[str], terms: list[str], within: list[
             join emem.tag_vocabulary as v on v.tag = rt.tag and v.lane_name = rt.lane_name
             where n.tag operator(pg_catalog.=) any ($3) and v.tag operator(pg_catalog.=) any ($1){lanes}
             union all
-            select record_id, terms, true from edge_ends)"""
+            select record_id, terms, true from edge_ends
+            union all
+            select record_id, terms, true from far_ends)"""
     )
     sql = f"""
-        with edge_ends (record_id, terms) as (
+        with edge_ends (record_id, terms, far_end) as (
             {fragments.matched_edge_ends("$2", reader.lanes_sql)}
+        ), far_ends (record_id, terms) as (
+            select n.record_id, v.tag_terms
+            from edge_ends as n
+            join emem.record_tags as rt on rt.record_id = n.far_end
+            join emem.tag_vocabulary as v on v.tag = rt.tag and v.lane_name = rt.lane_name
+            where v.tag operator(pg_catalog.=) any ($1){lanes}
         ), matched (record_id, terms, through_edge) as (
             select rt.record_id, v.tag_terms, false
             from emem.tag_vocabulary as v join emem.record_tags as rt on rt.tag = v.tag and rt.lane_name = v.lane_name
             where v.tag operator(pg_catalog.=) any ($1){lanes}
             union all
             select record_id, terms, true from edge_ends
+            union all
+            select record_id, terms, true from far_ends
         ), found as (
             select m.record_id,
                    pg_catalog.count(distinct t)
