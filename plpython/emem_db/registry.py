@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from emem_db.lists.base import CandidateList
-from emem_db.lookups import fulltext, tags, vectors
+from emem_db.lookups import fulltext, tags, threads, vectors
 from emem_db.reader import Reader
 
 
@@ -49,6 +49,11 @@ LOOKUPS: tuple[Lookup, ...] = (
     Lookup(
         "window_vectors", "window", 20, True, True, vectors.window_vectors,
         "the nearest window vectors of the active space, each adding the records it was made from",
+    ),
+    Lookup(
+        "thread_context", "thread", 20, False, False, threads.thread_context,
+        "the turns or chunks of a thread around a record holding a rare question term (a code, a figure,"
+        " a rare name); by that term's rarity, then nearness in the thread, then distance",
     ),
     Lookup(
         "fulltext", "fulltext", 5, False, True, fulltext.fulltext,
