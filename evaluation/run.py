@@ -25,31 +25,48 @@ DATABASE = "emem_eval"
 NEW_KINDS = ("label_forms", "stopword_label", "edge_role", "thread", "modal", "speaker")
 # Candidate weightings and thread_context settings (Tuning fields) for --grid.
 GRID: list[tuple[str, dict[str, int]]] = [
-    ("record_vectors:30, tags_by_terms:30, window_vectors:10, fulltext_by_rarity:15, fulltext_words:15", {}),
     (
-        "record_vectors:30, tags_by_terms:30, window_vectors:10, thread_context:10, fulltext_by_rarity:15,"
-        " fulltext_words:15",
+        "record_vectors:30, tags_by_terms:30, window_vectors:10, fulltext_by_rarity:15, fulltext_words:15",
         {},
     ),
     (
-        "record_vectors:30, tags_by_terms:30, window_vectors:10, thread_context:10, fulltext_by_rarity:15,"
-        " fulltext_words:15",
+        "record_vectors:30, tags_by_terms:30, window_vectors:10, thread_context:10,"
+        " fulltext_by_rarity:15, fulltext_words:15",
+        {},
+    ),
+    (
+        "record_vectors:30, tags_by_terms:35, window_vectors:10, thread_context:10,"
+        " fulltext_by_rarity:10, fulltext_words:15",
+        {},
+    ),
+    (
+        "record_vectors:30, tags_by_terms:35, window_vectors:5, thread_context:10,"
+        " fulltext_by_rarity:10, fulltext_words:10",
+        {},
+    ),
+    (
+        "record_vectors:30, tags_by_terms:30, window_vectors:5, thread_context:10,"
+        " fulltext_by_rarity:15, fulltext_words:10",
+        {},
+    ),
+    (
+        "record_vectors:30, tags_by_terms:35, window_vectors:10, thread_context:15,"
+        " fulltext_by_rarity:5, fulltext_words:10",
+        {},
+    ),
+    (
+        "record_vectors:30, tags_by_terms:35, window_vectors:10, thread_context:10,"
+        " fulltext_by_rarity:10, fulltext_words:15",
         {"thread_radius": 4},
     ),
     (
-        "record_vectors:30, tags_by_terms:30, window_vectors:10, thread_context:10, fulltext_by_rarity:15,"
-        " fulltext_words:15",
-        {"thread_radius": 2},
+        "record_vectors:30, tags_by_terms:35, window_vectors:10, thread_context:10,"
+        " fulltext_by_rarity:10, fulltext_words:15",
+        {"anchor_frequency": 50},
     ),
     (
-        "record_vectors:30, tags_by_terms:30, window_vectors:5, thread_context:10, fulltext_by_rarity:15,"
-        " fulltext_words:10",
-        {},
-    ),
-    ("record_vectors:25, tags_by_terms:30, thread_context:15, fulltext_by_rarity:15, fulltext_words:15", {}),
-    (
-        "record_vectors:30, tags_by_terms:35, window_vectors:10, thread_context:10, fulltext_by_rarity:10,"
-        " fulltext_words:15",
+        "record_vectors:35, tags_by_terms:30, window_vectors:10, thread_context:10,"
+        " fulltext_by_rarity:5, fulltext_words:10",
         {},
     ),
 ]
