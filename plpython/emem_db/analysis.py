@@ -61,7 +61,7 @@ class QuestionAnalysis:
     stop_words: tuple[str, ...] = ()
 
     @property
-    def label_terms(self) -> tuple[str, ...]:
+    def terms_for_labels(self) -> tuple[str, ...]:
         """Everything a label's terms are matched against."""
         return self.terms + self.stop_words
 

@@ -43,7 +43,8 @@ LOOKUPS: tuple[Lookup, ...] = (
     ),
     Lookup(
         "tags_by_terms", "tags by terms", 35, False, False, tags.tags_by_terms,
-        "as tags, ordered by the number of question terms matched first, then by distance",
+        "as tags, ordered by the number of question terms matched first (a record an edge names above"
+        " records matching as many through tags), then by distance",
         tags.visible_members,
     ),
     Lookup(

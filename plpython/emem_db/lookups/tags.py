@@ -58,7 +58,7 @@ def tags_by_terms(reader: Reader) -> CandidateList:
 
 
 def tag_candidates(reader: Reader, by_terms: bool) -> CandidateList:
-    terms = list(reader.request.analysis.label_terms)
+    terms = list(reader.request.analysis.terms_for_labels)
     if not terms:
         return FetchedList([])
     match = tag_match(reader, terms)
@@ -268,7 +268,7 @@ def tag_part(reader: Reader, tag: str, count: int) -> Part:
 def visible_members(reader: Reader, record_ids: list[int], lanes: list[str]) -> set[int]:
     """Which of these records a tag lookup holds for a caller reading only `lanes`: through a
     matched tag, or a matched edge both of whose ends lie in those lanes."""
-    terms = list(reader.request.analysis.label_terms)
+    terms = list(reader.request.analysis.terms_for_labels)
     lanes_sql = quoted_array(reader.plpy, lanes, "text") if lanes else "array[]::text[]"
     rows = reader.execute(
         f"""select id from pg_catalog.unnest($1::bigint[]) as id
