@@ -230,14 +230,18 @@ def fulltext_by_relevance(
     spelling of several lexemes, a code, occurs as often as its rarest lexeme); only narrow
     terms are counted, so that every record of a broad tier scores alike."""
     spellings = [
-        (n, k, spelling) for n, term in enumerate(relevance.spellings, start=1) for k, spelling in enumerate(term)
+        (n, k, spelling)
+        for n, (term, narrow) in enumerate(zip(relevance.spellings, relevance.narrow, strict=True), start=1)
+        if narrow
+        for k, spelling in enumerate(term)
     ]
     keys = [(n, k, lexeme, len(spelling.split())) for n, k, spelling in spellings for lexeme in spelling.split()]
     lexemes = sorted({lexeme for _, _, lexeme, _ in keys})
     length_factor = (
-        f"{BM25_K1!r} * (1 - {BM25_B!r} + {BM25_B!r} * greatest(f.characters, {BM25_REFERENCE_LENGTH:d})"
+        f"{BM25_K1!r} * (1 - {BM25_B!r} + {BM25_B!r} * greatest(m.characters, {BM25_REFERENCE_LENGTH:d})"
         f" / {BM25_REFERENCE_LENGTH:d}.0)"
     )
+    tf = "greatest(coalesce(o.tf, 1), 1)"
     score = "s.flat + s.bm25" if relevance.is_the_order else "s.weights + s.bm25 / (1 + s.bm25)"
     sql = f"""
         with term (q, weight, idf, narrow, n) as (
@@ -253,7 +257,11 @@ def fulltext_by_relevance(
             where r.content_search operator(pg_catalog.@@)
                   (select emem._tsquery_any(q) from pg_catalog.unnest($9::tsquery[]) as q)
                   {fragments.in_lanes("r.lane_name", reader.lanes_sql)}
+        ), matched as (
+            select f.record_id, f.characters, t.n, t.weight, t.idf, t.narrow
+            from found as f join term as t on f.content_search operator(pg_catalog.@@) t.q
         ), spelling_occurrences as (
+            -- only the lexemes of narrow terms are kept of each record's text before it is unnested
             select f.record_id, l.n, l.spelling, pg_catalog.min(pg_catalog.cardinality(o.positions)) as occurrences
             from found as f
             cross join lateral pg_catalog.unnest(pg_catalog.ts_filter(
@@ -264,17 +272,13 @@ def fulltext_by_relevance(
             select record_id, n, pg_catalog.sum(occurrences)::float8 as tf
             from spelling_occurrences group by record_id, n
         ), scored as (
-            select f.record_id,
-                   pg_catalog.sum(t.weight) as weights,
-                   coalesce(pg_catalog.sum(t.weight) filter (where not t.narrow), 0) as flat,
-                   coalesce(pg_catalog.sum(t.idf * (tf.tf * {BM25_K1 + 1!r}) / (tf.tf + {length_factor}))
-                                filter (where t.narrow), 0) as bm25
-            from found as f
-            join term as t on f.content_search operator(pg_catalog.@@) t.q
-            cross join lateral (select greatest(coalesce((select o.tf from occurrences as o
-                                                          where o.record_id = f.record_id and o.n = t.n), 1), 1)
-                               as tf) as tf
-            group by f.record_id
+            select m.record_id,
+                   pg_catalog.sum(m.weight) as weights,
+                   coalesce(pg_catalog.sum(m.weight) filter (where not m.narrow), 0) as flat,
+                   coalesce(pg_catalog.sum(m.idf * ({tf} * {BM25_K1 + 1!r}) / ({tf} + {length_factor}))
+                                filter (where m.narrow), 0) as bm25
+            from matched as m left join occurrences as o on o.record_id = m.record_id and o.n = m.n
+            group by m.record_id
         ), found_scores as (
             select s.record_id, {score} as score from scored as s
         )
