@@ -8,10 +8,9 @@ that labels match as people write them, and codes still match whole:
 - a word joined by separators (`-`, `_`, `/`, and `.` outside a number) stands for its parts
   (`sensor-offline`: `sensor`, `offline`), in any order, on both sides;
 - a token with a digit and separators is a code: one term, whole, its separators written `-`
-  (`INV-2031`, `inv_2031`: `inv-2031`). A question also counts a code as its parts (the tag
-  `q3 2024` matches "Q3-2024"), and consecutive words that make a code with a digit as that code
-  ("Q3 2024" matches the tag `q3-2024`): never a part alone, so `2031` or `INV-2032` do not
-  match the tag `inv-2031`;
+  (`INV-2031`, `inv_2031`: `inv-2031`), never its parts, so `2031`, `INV-2032` or a tag `inv` do
+  not match it; consecutive question words that make a code with a digit count as that code too
+  ("Q3 2024" matches the tag `q3-2024`);
 - a word WordNet does not know loses a plural ending (`runbooks`: `runbook`);
 - a label made only of stop words (`won`, `to do`) keeps them, and a question's stop words
   match it.
@@ -44,8 +43,8 @@ MIN_PLURAL_LENGTH = 4
 class QuestionAnalysis:
     """What the lookups need from a question.
 
-    terms: the normalised content words (stop words dropped), matched against labels, with the
-        parts of the question's codes and compound words and the codes its consecutive words make.
+    terms: the normalised content words (stop words dropped), matched against labels: compound
+        words as their parts, and the codes consecutive words make.
     known_words: the terms WordNet knows (as lemmas).
     unknown_terms: the tokens WordNet does not know, and every token with a digit, as typed:
         full text searches each of them whole (never a word of NOT_SEARCHED).
@@ -168,13 +167,12 @@ class Analyser:
             self._normal_forms[token] = cached
         return cached
 
-    def token_terms(self, token: str, as_question: bool = False) -> tuple[list[str], list[str]]:
-        """(the terms a token stands for, its stop words). A code is one term (in a question
-        also its parts); a compound word is its parts."""
+    def token_terms(self, token: str) -> tuple[list[str], list[str]]:
+        """(the terms a token stands for, its stop words): a code is one term, a compound word
+        its parts."""
         parts = parts_of(token)
         if len(parts) > 1 and any(has_digit(part) for part in parts):
-            code = ["-".join(part.casefold() for part in parts)]
-            return (code + self.words_of(parts)[0], []) if as_question else (code, [])
+            return ["-".join(part.casefold() for part in parts)], []
         return self.words_of(parts)
 
     def words_of(self, words: list[str]) -> tuple[list[str], list[str]]:
@@ -201,7 +199,7 @@ class Analyser:
         unknown: dict[str, str] = {}
         words: dict[str, tuple[str, str]] = {}
         for token in found:
-            token_content, token_stop = self.token_terms(token, as_question=True)
+            token_content, token_stop = self.token_terms(token)
             terms.update(dict.fromkeys(token_content))
             stop.update(dict.fromkeys(token_stop))
             key = word_key(token)
