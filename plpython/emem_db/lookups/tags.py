@@ -78,11 +78,16 @@ def tag_candidates(reader: Reader, by_terms: bool) -> CandidateList:
         whole,
         scored,
         parts,
-        lambda held: (
-            len(frozenset().union(*(part.score_key[0] for part in held))) + max(part.score_key[1] for part in held)
-        ),
+        tier_score,
         narrow_predicate(reader, match, terms, narrow),
     )
+
+
+def tier_score(held: tuple[Part, ...]) -> float:
+    """What a record holding these broad tags (and nothing narrow, no edge) scores, as
+    scored_tags counts it: the distinct terms of the tags, and the rarest tag's share."""
+    terms: frozenset[str] = frozenset().union(*(part.score_key[0] for part in held))
+    return len(terms) + max(part.score_key[1] for part in held)
 
 
 def tag_match(reader: Reader, terms: list[str]) -> TagMatch:
@@ -256,6 +261,7 @@ def ends_edge(reader: Reader, match: TagMatch, terms: list[str]) -> Predicate:
 
 
 def tag_part(reader: Reader, tag: str, count: int) -> Part:
+    """A broad tag: its score key is (its terms, its rarity)."""
     quoted, lanes = quoted_array(reader.plpy, [tag], "text"), reader.lanes_sql
     return Part(
         lambda record_id: fragments.holds_tag(record_id, quoted, lanes),
