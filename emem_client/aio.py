@@ -37,12 +37,14 @@ class AsyncClient:
         self._space_cache = calls.SpaceCache(space_ttl)
 
     async def find(self, question: str, page: int = 1, page_size: int = 30) -> FindPage:
-        vector, reason = await self._question_vector(question)
-        return await self.run(calls.find(question, vector, page, page_size, reason))
+        vector, reason = await self.vector_for(question)
+        declared = await asyncio.to_thread(self.gateway.declaration) if vector is not None else None
+        return await self.run(calls.find(question, vector, page, page_size, reason, declared))
 
     async def explain(self, question: str, page: int = 1, page_size: int = 30) -> dict[str, Any]:
-        vector, reason = await self._question_vector(question)
-        return await self.run(calls.explain(question, vector, page, page_size, reason))
+        vector, reason = await self.vector_for(question)
+        declared = await asyncio.to_thread(self.gateway.declaration) if vector is not None else None
+        return await self.run(calls.explain(question, vector, page, page_size, reason, declared))
 
     async def timeline(
         self,
@@ -109,7 +111,7 @@ class AsyncClient:
         async with self._connection() as connection:
             return await run_on(connection, call)
 
-    async def _question_vector(self, question: str) -> tuple[list[float] | None, GatewayError | None]:
+    async def vector_for(self, question: str) -> tuple[list[float] | None, GatewayError | None]:
         try:
             space = await self._active_space()
             declaration = await asyncio.to_thread(self.gateway.declaration)

@@ -64,19 +64,41 @@ def as_vector(values: Sequence[float] | Vector | None) -> Vector | None:
     return Vector(list(values))
 
 
+FIND_ARGUMENTS = "%s::text, %s, %s::integer, %s::integer, %s::text, %s::text"
+
+
+def find_arguments(
+    question: str, vector: Sequence[float] | None, page: int, page_size: int, declared: ModelDeclaration | None
+) -> tuple[Any, ...]:
+    """The arguments of find and explain: with the vector, the model it was made with, which the
+    database checks against the active space (a vector of another model is not used)."""
+    model = (declared.model_name, declared.fingerprint) if declared is not None and vector is not None else (None, None)
+    return (question, as_vector(vector), page, page_size, *model)
+
+
 def find(
-    question: str, vector: Sequence[float] | None, page: int, page_size: int, no_vector: GatewayError | None
+    question: str,
+    vector: Sequence[float] | None,
+    page: int,
+    page_size: int,
+    no_vector: GatewayError | None,
+    declared: ModelDeclaration | None = None,
 ) -> Call[FindPage]:
-    """`no_vector` says why `vector` is None, when the client knows."""
+    """`no_vector` says why `vector` is None, when the client knows; `declared` is the gateway's model."""
     return Call(
-        "select emem.e_gather_find_envelope(%s::text, %s, %s::integer, %s::integer) as envelope",
-        (question, as_vector(vector), page, page_size),
+        f"select emem.e_gather_find_envelope({FIND_ARGUMENTS}) as envelope",
+        find_arguments(question, vector, page, page_size, declared),
         lambda rows: FindPage.from_envelope(rows[0]["envelope"], *_reason_and_message(no_vector)),
     )
 
 
 def explain(
-    question: str, vector: Sequence[float] | None, page: int, page_size: int, no_vector: GatewayError | None
+    question: str,
+    vector: Sequence[float] | None,
+    page: int,
+    page_size: int,
+    no_vector: GatewayError | None,
+    declared: ModelDeclaration | None = None,
 ) -> Call[dict[str, Any]]:
     def read(rows: Rows) -> dict[str, Any]:
         explanation: dict[str, Any] = rows[0]["explanation"]
@@ -86,8 +108,8 @@ def explain(
         return explanation
 
     return Call(
-        "select emem.e_gather_explain(%s::text, %s, %s::integer, %s::integer) as explanation",
-        (question, as_vector(vector), page, page_size),
+        f"select emem.e_gather_explain({FIND_ARGUMENTS}) as explanation",
+        find_arguments(question, vector, page, page_size, declared),
         read,
     )
 
@@ -133,10 +155,19 @@ def records_with_all_tags(tags: Iterable[str]) -> Call[list[RecordSummary]]:
 
 
 def put_records(items: Sequence[dict[str, Any]], space_id: int | None) -> Call[list[int]]:
+    return _put_records(items, space_id, lambda rows: [int(row["record_id"]) for row in rows])
+
+
+def put_records_created(items: Sequence[dict[str, Any]], space_id: int | None) -> Call[list[tuple[int, bool]]]:
+    """As put_records, with whether each item was written now (False: its lane held its source_key)."""
+    return _put_records(items, space_id, lambda rows: [(int(row["record_id"]), row["created"]) for row in rows])
+
+
+def _put_records(items: Sequence[dict[str, Any]], space_id: int | None, read: Callable[[Rows], T]) -> Call[T]:
     return Call(
-        "select record_id from emem.put_records(%s::jsonb, %s::integer) order by item_number",
+        "select record_id, created from emem.put_records(%s::jsonb, %s::integer) order by item_number",
         (Jsonb([_with_vector_text(item) for item in items], dumps=_item_json), space_id),
-        lambda rows: [int(row["record_id"]) for row in rows],
+        read,
     )
 
 

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, is_dataclass
 from datetime import UTC, datetime
 from enum import IntEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import psycopg
 
@@ -144,7 +144,7 @@ def option(args: argparse.Namespace, name: str) -> Any:
     return getattr(args, name) if hasattr(args, name) else OPTION_DEFAULTS[name]()
 
 
-Commands = argparse._SubParsersAction  # what add_subparsers returns; add_<command> adds to it
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # what add_subparsers returns
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -215,7 +215,7 @@ def add_ingest(commands: Commands, common: argparse.ArgumentParser) -> None:
     ingest.set_defaults(run=run_ingest)
 
 
-def add_serve_command(commands: Any, common: argparse.ArgumentParser) -> None:
+def add_serve_command(commands: Commands, common: argparse.ArgumentParser) -> None:
     serve = commands.add_parser(
         "serve",
         parents=[common],
@@ -318,7 +318,9 @@ def add_timeline(commands: Commands, common: argparse.ArgumentParser) -> None:
     timeline.add_argument(
         "--to", dest="to_time", type=moment, help="ISO 8601 date or time, inclusive (default: no upper bound)"
     )
-    timeline.add_argument("--kind", action="append", choices=["note", "conversation", "file", "entity"])
+    timeline.add_argument(
+        "--kind", action="append", help="only records of this kind (repeatable; the database names the kinds)"
+    )
     timeline.add_argument("--tag", action="append", help="only records with this tag (repeatable: all of them)")
     add_page_options(timeline)
     timeline.set_defaults(run=run_timeline)
@@ -329,17 +331,6 @@ def add_health(commands: Commands, common: argparse.ArgumentParser) -> None:
         "health", parents=[common], help="does the gateway's model match the active space? (exit 3 when degraded)"
     )
     health.set_defaults(run=run_health)
-
-
-COMMANDS: list[Callable[[Commands, argparse.ArgumentParser], None]] = [
-    add_init,
-    add_ingest,
-    add_find,
-    add_explain,
-    add_timeline,
-    add_health,
-    add_serve_command,
-]
 
 
 # ---- connections and gateways -----------------------------------------------------------------
@@ -689,6 +680,95 @@ def run_serve(args: argparse.Namespace) -> int:
     except ServiceStartupError as error:
         raise CommandError(str(error)) from None
     return 0
+
+
+def add_mcp_command(commands: Commands, common: argparse.ArgumentParser) -> None:
+    mcp = commands.add_parser(
+        "mcp",
+        parents=[common],
+        help="the MCP server for agents, on stdio or streamable HTTP: find, timeline, remember, link, explain, health",
+    )
+    mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="default stdio")
+    mcp.add_argument(
+        "--lane", default=DEFAULT_LANE, help=f"lane remember writes to when a call names none (default {DEFAULT_LANE})"
+    )
+    mcp.add_argument(
+        "--statement-timeout",
+        type=positive_int,
+        default=30,
+        metavar="SECONDS",
+        help="longest a tool's SQL may run (default 30)",
+    )
+    mcp.add_argument(
+        "--role", help="stdio: the database role every call acts as (SET ROLE; default: the role the DSN logs in as)"
+    )
+    http = mcp.add_argument_group("streamable HTTP (--transport http), at /mcp")
+    http.add_argument(
+        "--tokens",
+        type=Path,
+        metavar="FILE",
+        help="bearer tokens mapped to database roles, the HTTP service's TOML file "
+        "(python -m emem_client.access new-token ROLE makes an entry); each request acts as its token's role",
+    )
+    http.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    http.add_argument("--port", type=positive_int, default=8000, help="default 8000")
+    http.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host name clients reach the server by, besides localhost and --host (repeatable)",
+    )
+    mcp.set_defaults(run=run_mcp)
+
+
+COMMANDS: list[Callable[[Commands, argparse.ArgumentParser], None]] = [
+    add_init,
+    add_ingest,
+    add_find,
+    add_explain,
+    add_timeline,
+    add_health,
+    add_serve_command,
+    add_mcp_command,
+]
+
+
+def run_mcp(args: argparse.Namespace) -> int:
+    import asyncio
+
+    try:
+        from emem_client import mcp_server  # the mcp SDK loads only for this command
+    except ModuleNotFoundError as error:
+        raise CommandError(f"emem mcp needs the mcp extra: pip install 'emem-client[mcp]' ({error})") from None
+
+    dsn, gateway = option(args, "dsn"), make_gateway(args)
+    settings = {"lane": args.lane, "statement_timeout": args.statement_timeout}
+    if args.transport == "http":
+        asyncio.run(mcp_server.serve_http(dsn, gateway, host=args.host, port=args.port, **mcp_access(args), **settings))
+    elif args.tokens or args.allowed_host:
+        raise UsageError("--tokens and --allowed-host are for --transport http")
+    else:
+        asyncio.run(mcp_server.serve_stdio(dsn, gateway, role=args.role, **settings))
+    return 0
+
+
+def mcp_access(args: argparse.Namespace) -> dict[str, Any]:
+    """The tokens file and the Host allow-list of `emem mcp --transport http`, as serve_http takes them."""
+    from emem_client.access import AccessConfigError, AccessTokens, HostAllowList
+
+    if args.role:
+        raise UsageError("--role is for stdio: over HTTP each request acts as the role of its bearer token")
+    if args.tokens is None:
+        raise UsageError("--transport http needs --tokens FILE (bearer tokens mapped to database roles)")
+    try:
+        hosts = HostAllowList.for_bind_address(args.host, args.allowed_host)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    try:
+        return {"tokens": AccessTokens.load(args.tokens), "hosts": hosts}
+    except AccessConfigError as error:
+        raise CommandError(str(error)) from None
 
 
 # ---- output ---------------------------------------------------------------------------------

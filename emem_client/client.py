@@ -38,13 +38,15 @@ class Client:
 
     def find(self, question: str, page: int = 1, page_size: int = 30) -> FindPage:
         """One page of e_gather_find; degraded (with the gateway's reason) when no vector could be used."""
-        vector, reason = self._question_vector(question)
-        return self.run(calls.find(question, vector, page, page_size, reason))
+        vector, reason = self.vector_for(question)
+        declared = self.gateway.declaration() if vector is not None else None  # known: vector_for asked
+        return self.run(calls.find(question, vector, page, page_size, reason, declared))
 
     def explain(self, question: str, page: int = 1, page_size: int = 30) -> dict[str, Any]:
         """e_gather_explain: how find reads the question and what each lookup found."""
-        vector, reason = self._question_vector(question)
-        return self.run(calls.explain(question, vector, page, page_size, reason))
+        vector, reason = self.vector_for(question)
+        declared = self.gateway.declaration() if vector is not None else None  # known: vector_for asked
+        return self.run(calls.explain(question, vector, page, page_size, reason, declared))
 
     def timeline(
         self,
@@ -109,8 +111,9 @@ class Client:
         with self._connection() as connection:
             return run_on(connection, call)
 
-    def _question_vector(self, question: str) -> tuple[list[float] | None, GatewayError | None]:
-        """The question's vector, or None and why it cannot be used."""
+    def vector_for(self, question: str) -> tuple[list[float] | None, GatewayError | None]:
+        """The gateway's vector of a text (a question, a record) when its model is the active space's; else
+        None and why it cannot be used."""
         try:
             space = self._active_space()
             declaration = self.gateway.declaration()

@@ -515,10 +515,13 @@ def add_routes(
         item = record.model_dump(mode="json", exclude_none=True)
         with caller.acting():
             # The check find makes: a vector only from a gateway whose model is the active space's.
-            vector, problem = client()._question_vector(record.content)
+            vector, problem = client().vector_for(record.content)
             record_id, created = client().run(remember(item | ({"vector": vector} if vector else {})))
         return RecordWritten(
-            record_id=record_id, created=created, embedded=vector is not None, embedding_problem=problem
+            record_id=record_id,
+            created=created,
+            embedded=vector is not None,
+            embedding_problem=problem.reason if problem else None,
         )
 
     @app.post("/edges", response_model=EdgeWritten, status_code=201, summary="Link two records")

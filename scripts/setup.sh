@@ -66,7 +66,7 @@ fi
 say "installing Python packages into $venv"
 pip_install() { "$venv/bin/python" -m pip install -q --disable-pip-version-check "$@"; }
 pip_install torch==2.13.0  # pinned: this release has a CPU build; an unpinned torch pulls CUDA
-pip_install -e '.[test,embedded,server,bench]'
+pip_install -e '.[test,embedded,server,bench,mcp,langchain,llamaindex]'
 # The `emem` command from any new shell: a launcher on PATH that runs the venv's entry point.
 ln -sf "$PWD/$venv/bin/emem" /usr/local/bin/emem
 

@@ -8,4 +8,6 @@ export EMEM_PGPORT=${EMEM_PGPORT:-5433} EMEM_REQUIRE_SERVER=1  # the cluster run
 python=.venv/bin/python  # the project's virtual environment (made by setup.sh)
 "$python" -m ruff check .
 "$python" -m ruff format --check .
+"$python" -m mypy --strict emem_client
+(cd plpython && "../$python" -m mypy emem_db)
 "$python" -m pytest "$@"

@@ -778,9 +778,11 @@ as $$
              or exists (select from pg_catalog.jsonb_array_elements_text(item->'tags') as t
                         where emem._is_blank(t) or pg_catalog.length(t) > 200))
             then 'tags must be an array of at most 1000 texts of 1 to 200 characters, not only white space'
+        -- authority is stored as a real: a number nearer 0 than a real holds would not cast.
         when item ? 'authority' and (pg_catalog.jsonb_typeof(item->'authority') <> 'number'
-             or (item->>'authority')::numeric not between 0 and 1)
-            then 'authority must be a number from 0 to 1'
+             or (item->>'authority')::numeric not between 0 and 1
+             or ((item->>'authority')::numeric > 0 and (item->>'authority')::numeric < 1e-30))
+            then 'authority must be a number from 0 to 1 (0, or at least 1e-30)'
         when item ? 'occurred_at' and (pg_catalog.jsonb_typeof(item->'occurred_at') <> 'string'
              or pg_catalog.length(item->>'occurred_at') > 64)
             then 'occurred_at must be an ISO 8601 date or time as text, such as "2024-03-01T09:30:00Z"'
@@ -1107,9 +1109,12 @@ begin
     if pg_catalog.pg_column_size(link_records.properties) > 65536 then
         raise exception 'properties must be at most 64 kB' using errcode = '22023';
     end if;
+    -- Each value is a label of the edge (emem.edge_labels), indexed whole: 2000 bytes fit an index row.
     if exists (select from pg_catalog.jsonb_path_query(link_records.properties, 'strict $.**') as value
-               where pg_catalog.jsonb_typeof(value) = 'string' and pg_catalog.length(value #>> '{}') > 1000) then
-        raise exception 'a property value is longer than 1000 characters' using errcode = '22023';
+               where pg_catalog.jsonb_typeof(value) in ('string', 'number')
+                 and (pg_catalog.length(value #>> '{}') > 1000 or pg_catalog.octet_length(value #>> '{}') > 2000)) then
+        raise exception 'a property value (a text or a number) is longer than 1000 characters or 2000 bytes'
+            using errcode = '22023';
     end if;
     insert into emem.edges as e (from_record_id, to_record_id, relation, properties)
         values (link_records.from_record_id, link_records.to_record_id, trimmed_relation, link_records.properties)
@@ -1125,7 +1130,7 @@ begin
 end
 $$;
 comment on function emem.link_records(bigint, bigint, text, jsonb) is
-  'Links two records with a directed edge (a relation name and JSON properties) and returns its id; the same link again returns the same edge. The from record must lie in a lane the role writes, the to record in one it reads.';
+  'Links two records with a directed edge (a relation name and JSON properties) and returns its id; the same link again returns the same edge. The from record must lie in a lane the role writes, the to record in one it reads. Limits: a relation of 1 to 200 characters without control characters; properties a JSON object of at most 64 kB, each value (text or number) at most 1000 characters and 2000 bytes.';
 
 create function emem.put_record_vector(record_id bigint, embedding public.vector, space_id integer default null)
 returns void

@@ -8,7 +8,6 @@ deterministic gateway, switched off while the file EMEM_TEST_GATEWAY_SWITCH name
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,6 +15,7 @@ import time
 from pathlib import Path
 
 import httpx
+from clusters import free_port
 from fastapi import FastAPI
 from test_ingest import HashGateway
 
@@ -24,12 +24,6 @@ from emem_client.http import ServiceSettings, create_app
 
 TESTS = Path(__file__).resolve().parent
 START_SECONDS = 30
-
-
-def free_port() -> int:
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        return listener.getsockname()[1]
 
 
 class FileSwitchedGateway(HashGateway):

@@ -177,6 +177,25 @@ def test_ingest_reports_skipped_items_and_exits_4(emem: Callable[..., tuple[int,
     assert code == 4 and as_json(out)["problems"][0]["reason"].startswith("invalid JSON")
 
 
+def test_ingest_of_hostile_notes_reports_each_and_exits_4_without_a_traceback(
+    emem: Callable[..., tuple[int, str, str]], tmp_path: Path
+) -> None:
+    emem("init", "--lane", "team")
+    notes = tmp_path / "notes.jsonl"
+    hostile = [
+        '{"id": "a", "content": "x", "links": 5}',
+        '{"content": "x", "authority": NaN}',
+        '{"content": "x", "metadata": {"v": Infinity}}',
+        "[" * 200_000 + "]" * 200_000,
+        json.dumps({"id": "i" * 3000, "content": "x"}),
+    ]
+    notes.write_text("\n".join(['{"content": "A good note."}', *hostile, '{"content": "Another good note."}']))
+    code, out, err = emem("ingest", "notes", "--lane", "team", "--no-progress", str(notes))
+    assert (code, err) == (4, "")
+    assert out.splitlines()[0] == "records: 2 written, 0 already stored"
+    assert [line.split(": ", 1)[0] for line in out.splitlines()[-5:]] == [f"  {notes}:{n}" for n in range(2, 7)]
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -212,12 +212,14 @@ def test_find_is_degraded_without_an_active_space(db: psycopg.Connection, gatewa
     assert (page.degraded, page.degraded_reason, page.rows) == (True, "no_active_space", [])
 
 
-def test_the_active_space_is_cached_for_space_ttl_seconds(
+def test_a_switch_of_the_active_space_is_noticed_at_once(
     db: psycopg.Connection, client: Client, corpus: dict[str, int]
 ) -> None:
+    """Even a client that read the active space just before sends no wrong-model vector unnoticed:
+    the database checks the declared model."""
     assert not client.find("How was the weather?").degraded
     db.execute("select emem.create_embedding_space('other', 3, null, true)")
-    assert not client.find("How was the weather?").degraded  # the active space is cached
+    assert client.find("How was the weather?").degraded_reason == "declaration_mismatch"
     fresh = Client(db, client.gateway, space_ttl=0)
     assert fresh.find("How was the weather?").degraded_reason == "declaration_mismatch"
 
@@ -478,3 +480,16 @@ def test_the_async_client_and_pools_get_the_same_error(
 
     with pytest.raises(ExtensionMissingError, match=f'not installed in database "{name}"'):
         asyncio.run(scenario())
+
+
+def test_the_database_refuses_a_vector_of_another_model_than_the_active_spaces(client: Client) -> None:
+    """The client sends the model its vector came from, and the database checks it: a vector of
+    another model (say the active space changed under a client) gives a degraded page, never a
+    wrong-model answer."""
+    question = "Which invoices did Kowalski send?"
+    right = ModelDeclaration("stub-3d", 3, "stub-fingerprint")
+    assert not client.run(calls.find(question, INVOICE_AXIS, 1, 30, None, right)).degraded
+    for wrong in (ModelDeclaration("another-3d", 3, "stub-fingerprint"), ModelDeclaration("stub-3d", 3, "other")):
+        page = client.run(calls.find(question, INVOICE_AXIS, 1, 30, None, wrong))
+        assert page.degraded and page.degraded_reason == "declaration_mismatch"
+        assert all(row.distance_kind == "placeholder" for row in page.rows)

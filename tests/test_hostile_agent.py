@@ -12,10 +12,12 @@ import itertools
 import json
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import figures
 import psycopg
 import pytest
+from clusters import throwaway_cluster
 from psycopg import errors, sql
 from vectors import unit
 
@@ -392,3 +394,71 @@ def test_a_statement_timeout_stops_a_find_at_once(db: psycopg.Connection, agent:
     assert time.monotonic() - started < 0.6
     agent.execute("reset statement_timeout")
     probe("statement timeout")
+
+
+# Address space per server process of the memory-limited cluster: plenty for emem's work, far
+# less than a 50 MB argument blown up 45 times.
+SERVER_ADDRESS_SPACE = 1_500_000_000
+HUGE = 50_000_000
+
+
+def huge_calls(own: int) -> list[tuple[str, tuple]]:
+    """Every function an agent may call, each with a 50 MB argument."""
+    text, tags = "x" * HUGE, ["t" * 100] * (HUGE // 100)
+    return [
+        ("select emem.e_gather_find_envelope(%s)", (text,)),
+        ("select * from emem.e_gather_find(%s)", (text,)),
+        ("select emem.e_gather_explain(%s)", (text,)),
+        ("select emem.e_gather_find_envelope('q', null, 1, 30, %s, %s)", (text, text)),
+        ("select emem.analyse_question(%s)", (text,)),
+        ("select emem.e_health(%s, 4, %s)", (text, text)),
+        ("select emem.e_timeline('-infinity', null, kinds => %s)", (tags,)),
+        ("select emem.e_timeline('-infinity', null, tags => %s)", (tags,)),
+        ("select * from emem.records_with_all_tags(%s)", (tags,)),
+        ("select emem.put_record('note', %s, 'own')", (text,)),
+        ("select emem.put_records(%s)", (json.dumps([{"kind": "note", "content": text, "lane": "own"}]),)),
+        ("select emem.put_records(%s)", (json.dumps([{"kind": "note", "content": "x", "lane": "own"}] * 500_000),)),
+        ("select emem.tag_record(%s, %s)", (own, tags)),
+        ("select emem.untag_record(%s, %s)", (own, tags)),
+        ("select emem.link_records(%s, %s, %s)", (own, own, text)),
+        ("select emem.link_records(%s, %s, 'r', %s)", (own, own, json.dumps({"k": text}))),
+        ("select emem.put_record_vector(%s, %s::vector)", (own, "[" + ",".join(["1"] * (HUGE // 2)) + "]")),
+        ("select emem.put_window(%s, '[1,0,0,0]')", (list(range(HUGE // 8)),)),
+    ]
+
+
+def test_a_50_mb_argument_is_refused_cleanly_by_a_memory_limited_server(db: psycopg.Connection) -> None:
+    """Each call gets a clean error (a data or program-limit SQLSTATE); the server never restarts
+    and another session goes on; a find's memory stays bounded (measured: printed for the README)."""
+    with (
+        throwaway_cluster(db, "memory", ["prlimit", f"--as={SERVER_ADDRESS_SPACE}", "--"]) as cluster,
+        psycopg.connect(cluster.dsn(), autocommit=True) as owner,
+    ):
+        owner.execute("select emem.create_lane('own')")
+        owner.execute("select emem.create_agent_profile('agent', array['own'])")
+        owner.execute("select emem.create_embedding_space('m', 4, 'fp', true)")
+        owner.execute("create role hostile login")
+        owner.execute("select emem.bind_role('hostile', 'agent')")
+        own = owner.execute("select emem.put_record('note', 'Kowalski sent INV-7001', 'own')").fetchone()[0]
+        started = owner.execute("select pg_postmaster_start_time()").fetchone()[0]
+        with psycopg.connect(cluster.dsn() + " user=hostile", autocommit=True) as agent:
+            for call, args in huge_calls(own):
+                with pytest.raises(psycopg.Error) as caught:
+                    agent.execute(call, args)
+                assert caught.value.sqlstate[:2] in ("22", "54"), (call, caught.value.sqlstate, caught.value)
+                probe("50 MB arguments")
+        assert owner.execute("select pg_postmaster_start_time()").fetchone()[0] == started
+        assert owner.execute("select count(*) from emem.records").fetchone()[0] == 1
+        with psycopg.connect(cluster.dsn() + " user=hostile", autocommit=True) as agent:
+            peak = find_peak_memory(agent)
+    print(f"\nmemory of the largest find (10,000-character question, page of 1000): VmHWM {peak // 1024} MB")
+    assert peak < 400 * 1024  # kB
+
+
+def find_peak_memory(agent: psycopg.Connection) -> int:
+    """The backend's peak resident memory (kB) after the largest find an agent may ask for."""
+    pid = agent.execute("select pg_backend_pid()").fetchone()[0]
+    words = " ".join(f"word{i} INV-{i}" for i in range(800))[:10_000]
+    agent.execute("select emem.e_gather_find_envelope(%s, '[1,0,0,0]', 1, 1000)", (words,))
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))

@@ -11,7 +11,6 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from clusters import free_port
 from test_embedded_model import MODEL, MODEL_FINGERPRINT
 from test_ingest import HashGateway
 
@@ -92,7 +92,7 @@ def fresh_database(db: psycopg.Connection) -> Iterator[str]:
 
 
 def test_the_quick_start_sql_runs_in_psql_on_a_fresh_database(db: psycopg.Connection, fresh_database: str) -> None:
-    [sql] = blocks_of("sql")
+    sql = blocks_of("sql")[0]  # the quick start
     psql = shutil.which("psql")
     assert psql, "psql is part of the PostgreSQL client the set-up installs"
     info = db.info
@@ -127,7 +127,7 @@ def test_the_quick_start_python_finds_by_meaning(db: psycopg.Connection, dsn: Ca
             for text, vector in zip(contents, client.embed(contents), strict=True)
         ]
     )
-    [quick_start] = [block for block in blocks_of("python") if block.section != OWN_APPLICATION]
+    quick_start = blocks_of("python")[0]
     done = subprocess.run(
         [sys.executable, "-c", with_database(quick_start.text, dsn())],
         capture_output=True,
@@ -145,19 +145,12 @@ def test_the_quick_start_python_finds_by_meaning(db: psycopg.Connection, dsn: Ca
 
 
 def readme_commands() -> list[list[str]]:
-    """Every `emem ...` line of the README's shell blocks, as arguments."""
-    return [
-        shlex.split(line, comments=True)
-        for block in blocks_of("sh")
-        for line in block.lines
-        if line.startswith("emem ")
-    ]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """Every `emem ...` command of the README's shell blocks (continued lines joined), as arguments."""
+    commands = []
+    for block in blocks_of("sh"):
+        joined = block.text.replace("\\\n", " ")
+        commands += [shlex.split(line, comments=True) for line in joined.splitlines() if line.startswith("emem ")]
+    return commands
 
 
 def test_every_emem_command_of_the_readme_runs(
@@ -188,6 +181,9 @@ def test_every_emem_command_of_the_readme_runs(
     for args in commands:
         if args[1] == "serve":
             serve_until_it_answers(args)
+            continue
+        if args[1] == "mcp":  # a server on stdio or HTTP: tests/test_mcp.py runs it; here it must parse
+            cli.build_parser().parse_args(args[1:])
             continue
         code = cli.main(args[1:])
         out, err = capsys.readouterr()
@@ -327,3 +323,18 @@ def test_your_own_application_with_the_embedded_extra_finds_by_meaning(
         assert done.returncode == 0, done.stderr
     lines = own_application_find(python, dsn())
     assert lines[0].startswith("1 record_vectors At most ten standby servers")  # nothing degraded before it
+
+
+def test_the_settings_snippet_sets_what_an_agent_profile_runs_under(db: psycopg.Connection) -> None:
+    """The Settings section's SQL, run as the owner in a database with the profile it names."""
+    [snippet] = blocks_of("sql", "Settings")
+    db.execute("select emem.create_lane('notes'), emem.create_agent_profile('helper', array['notes'])")
+    for statement in filter(str.strip, snippet.text.replace("emem_demo", db.info.dbname).split(";")):
+        db.execute(statement)
+    assert db.execute("select settings from emem.agent_profiles where profile_name = 'helper'").fetchone()[0] == {}
+    setting = db.execute(
+        "select setconfig from pg_db_role_setting where setdatabase = "
+        "(select oid from pg_database where datname = current_database())"
+    ).fetchone()[0]
+    assert setting == ["emem.pipeline_profile=record_vectors, tags_by_terms, window_vectors, fulltext_by_rarity"]
+    db.execute(f"alter database {db.info.dbname} reset all")

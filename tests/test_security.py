@@ -819,3 +819,36 @@ def test_pgspot_finds_nothing_in_the_install_script() -> None:
     assert result.returncode == 0 and "Errors: 0 Warnings: 0 Unknown: 0" in result.stdout, (
         f"pgspot on {script.name}:\n{result.stdout}{result.stderr}"
     )
+
+
+def readme_api() -> tuple[set[str], set[str]]:
+    """The functions of the README's API table: (those for every role, those for the owner only)."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("The API (`emem.` + name).") :]
+    lines = section[section.index("| function | does |") :].split("\n\n")[0].splitlines()[2:]
+    public: set[str] = set()
+    owner: set[str] = set()
+    for line in lines:
+        _, functions, does, _ = line.split("|")
+        (owner if "owner only" in does else public).update(re.findall(r"`(\w+)", functions))
+    return public, owner
+
+
+def test_a_fresh_role_can_execute_exactly_the_readmes_api(
+    db: psycopg.Connection, make_role: Callable[..., str]
+) -> None:
+    """The private inside: everything else in schema emem is executable by the owner only."""
+    fresh = make_role("fresh")
+    executable = {
+        r[0]
+        for r in db.execute(
+            "select p.proname from pg_proc p where p.pronamespace = 'emem'::regnamespace"
+            " and has_function_privilege(%s, p.oid, 'execute')",
+            (fresh,),
+        )
+    }
+    public, owner = readme_api()
+    defined = {r[0] for r in db.execute("select proname from pg_proc where pronamespace = 'emem'::regnamespace")}
+    assert public | owner <= defined, f"the README names functions that do not exist: {(public | owner) - defined}"
+    assert executable == public
+    assert not owner & executable

@@ -7,11 +7,9 @@ cluster of its own, built from the test server's binaries).
 """
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,8 +18,8 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
+from clusters import Cluster, throwaway_cluster
 from http_service import ServiceProcess, free_port
-from test_durability import Cluster
 
 from emem_client.access import new_token, token_hash
 
@@ -246,27 +244,10 @@ def test_the_factory_takes_its_settings_from_the_environment(
 # ---- a database restart ------------------------------------------------------------------------------
 
 
-def plpython_modules(db: psycopg.Connection) -> str:
-    """Where the test server's PL/Python finds emem's modules, for a cluster of the same install."""
-    db.execute(
-        "create function pg_temp.emem_modules() returns text language plpython3u as"
-        " $$ import emem_db, os; return os.path.dirname(os.path.dirname(emem_db.__file__)) $$"
-    )
-    return db.execute("select pg_temp.emem_modules()").fetchone()[0]
-
-
 @pytest.fixture
-def own_cluster(db: psycopg.Connection, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
+def own_cluster(db: psycopg.Connection) -> Iterator[Cluster]:
     """A throwaway cluster with database `emem`: a lane, a space and records; removed afterwards."""
-    bindir = Path(db.execute("select setting from pg_config where name = 'BINDIR'").fetchone()[0])
-    monkeypatch.setenv("PYTHONPATH", plpython_modules(db))  # the postmaster inherits it through pg_ctl
-    datadir = Path(tempfile.mkdtemp(prefix="emem-restart-"))
-    if os.geteuid() == 0:
-        shutil.chown(datadir, "postgres", "postgres")
-    cluster = Cluster(bindir, datadir, free_port())
-    try:
-        cluster.initdb()
-        cluster.start()
+    with throwaway_cluster(db, "restart") as cluster:
         with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
             conn.execute("create database emem")
         with psycopg.connect(cluster.dsn("emem"), autocommit=True) as conn:
@@ -277,9 +258,6 @@ def own_cluster(db: psycopg.Connection, monkeypatch: pytest.MonkeyPatch) -> Iter
             for n in range(20):
                 conn.execute("select emem.put_record('note', %s, 'notes', array['ops'])", (f"note {n} INV-{n}",))
         yield cluster
-    finally:
-        cluster.stop()
-        shutil.rmtree(datadir, ignore_errors=True)
 
 
 def test_a_database_restart_costs_no_failed_request(own_cluster: Cluster, tmp_path: Path) -> None:

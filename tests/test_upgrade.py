@@ -191,7 +191,7 @@ def installable(db: psycopg.Connection, version: str) -> Iterator[None]:
     assert frozen.exists(), f"release {version} has no frozen install script {frozen.relative_to(ROOT)}"
     sharedir = Path(db.execute("select setting from pg_config where name = 'SHAREDIR'").fetchone()[0])
     target = sharedir / "extension" / frozen.name
-    if version in available:
+    if target.exists():  # (listed as available also when an update path reaches it: check the file)
         assert target.read_text() == frozen.read_text(), (
             f"the server's {target} is not release {version} as shipped ({frozen.relative_to(ROOT)}): "
             "a stale install from an older checkout; remove it or copy the frozen script over it"

@@ -321,7 +321,11 @@ class Gather:
             "lane_isolation": lane_isolation(request),
             "degraded": request.degraded,
             "degraded_reason": request.degraded_reason,
-            "active_space": {"space_id": request.space.space_id, "model_name": request.space.model_name}
+            "active_space": {
+                "space_id": request.space.space_id,
+                "model_name": request.space.model_name,
+                "dimension": request.space.dimension,
+            }
             if request.space
             else None,
             "skipped_lookups": [name for name in request.weights if name not in result.lists],

@@ -6,6 +6,11 @@ import re
 from emem_db.registry import BY_NAME, LOOKUPS, SEED_PROFILE
 
 _ENTRY = re.compile(r"^\s*([A-Za-z_]+)\s*(?::\s*(\S+?))?\s*$")
+# Weights are bounded so that the merge's credits (sums of weights) stay finite and exact enough
+# to keep the proportions: 1e308 would overflow to infinity, a ratio beyond 1e12 would drown in
+# rounding.
+MIN_WEIGHT = 1e-6
+MAX_WEIGHT = 1e6
 
 
 class ProfileError(ValueError):
@@ -16,7 +21,7 @@ def parse_profile(text: str | None) -> dict[str, float]:
     """Parse `name[:weight], ...` into weights in the tie order; unset means the seed's profile.
 
     A bare name takes its default weight (the registry's). Unknown names, duplicates and weights
-    that are not positive numbers are refused.
+    that are not numbers from MIN_WEIGHT to MAX_WEIGHT are refused.
     """
     if text is None or not text.strip():
         text = SEED_PROFILE
@@ -31,15 +36,17 @@ def parse_profile(text: str | None) -> dict[str, float]:
             raise ProfileError(f"unknown lookup {name!r} in the pipeline profile; known lookups: {known}")
         if name in weights:
             raise ProfileError(f"lookup {name!r} appears twice in the pipeline profile")
-        weights[name] = BY_NAME[name].default_weight if weight_text is None else _positive_weight(name, weight_text)
+        weights[name] = BY_NAME[name].default_weight if weight_text is None else _bounded_weight(name, weight_text)
     return {lookup.name: weights[lookup.name] for lookup in LOOKUPS if lookup.name in weights}
 
 
-def _positive_weight(name: str, text: str) -> float:
+def _bounded_weight(name: str, text: str) -> float:
     try:
         weight = float(text)
     except ValueError:
         weight = math.nan
-    if not weight > 0 or math.isinf(weight):
-        raise ProfileError(f"weight {text!r} of lookup {name!r} must be a positive number")
+    if not MIN_WEIGHT <= weight <= MAX_WEIGHT:
+        raise ProfileError(
+            f"weight {text!r} of lookup {name!r} must be a number from {MIN_WEIGHT:.6f} to {MAX_WEIGHT:.0f}"
+        )
     return weight

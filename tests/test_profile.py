@@ -1,0 +1,27 @@
+"""Pipeline profile weights are bounded, so that the merge's credits stay finite and exact."""
+
+import psycopg
+import pytest
+
+from emem_db.profile import ProfileError, parse_profile
+
+ACCEPTED = r"must be a number from 0\.000001 to 1000000"
+
+
+@pytest.mark.parametrize("weight", ["1e308", "1e309", "1000001", "0.0000009", "5e-324", "nan", "-inf"])
+def test_weights_out_of_bounds_are_refused_with_the_accepted_range(weight: str) -> None:
+    with pytest.raises(ProfileError, match=ACCEPTED):
+        parse_profile(f"tags:{weight}, fulltext")
+
+
+def test_weights_at_the_bounds_are_accepted() -> None:
+    assert parse_profile("tags:1000000, fulltext:0.000001") == {"tags": 1e6, "fulltext": 1e-6}
+
+
+def test_the_database_refuses_an_overflowing_weight(db: psycopg.Connection) -> None:
+    db.execute("select emem.create_lane('team'), emem.create_agent_profile('crew', array['team'])")
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=ACCEPTED):
+        db.execute("select emem.set_agent_setting('crew', 'emem.pipeline_profile', 'tags:1e308, fulltext:1e308')")
+    db.execute("set emem.pipeline_profile = 'tags:1e308, fulltext:1e308'")
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=ACCEPTED):
+        db.execute("select emem.e_gather_find_envelope('apollo', null)")

@@ -1,0 +1,207 @@
+"""Parallel restore: `pg_dump -Fd` of a database holding every kind of emem data, then
+`pg_restore -j 1, 2 and 4` into fresh databases, give the same rows, the same derived tables, the
+per-space HNSW indexes and the same find answers. pg_restore -j loads the tables' data in
+parallel, in any order: nothing in emem may depend on one table being loaded before another.
+
+The server's own pg_dump and pg_restore (its BINDIR) are used, so their version is the server's.
+"""
+
+import json
+import random
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+LANES = ("sales", "ops", "hr")
+RECORDS_PER_LANE = 400
+# Questions with a vector (the active space has 3 dimensions) and without one (degraded).
+QUESTIONS = [
+    ("apollo INV-2031", "[1,0,0]"),
+    ("apollo INV-2031", None),
+    ("billed kowalski", "[0,1,0]"),
+    ("vacuum replica turn", "[0.2,0.3,0.9]"),
+    ("handbook wal", None),
+    ("hr salary review", "[0.5,0.5,0.1]"),
+]
+
+
+def server_binary(db: psycopg.Connection, name: str) -> str:
+    """pg_dump or pg_restore of the server's own installation."""
+    bindir = db.execute("select setting from pg_catalog.pg_config where name = 'BINDIR'").fetchone()[0]
+    path = Path(bindir) / name
+    if not path.is_file():
+        pytest.skip(f"{name} is not installed beside the server ({bindir})")
+    return str(path)
+
+
+# Vectors drawn at random (every one distinct, in the database too): the answers then hold no
+# tied distances, whose order an HNSW graph (built again by the restore) may break either way.
+RANDOM_VECTOR = "('[' || random() || ',' || random() || ',' || random() || '%s]')::vector"
+
+
+def records_of_lane(lane: str, randomly: random.Random) -> list[dict[str, Any]]:
+    """Notes, entities, conversations and files of one lane, with tags, metadata and vectors."""
+    items: list[dict[str, Any]] = []
+    for n in range(RECORDS_PER_LANE):
+        kind = ("note", "entity", "conversation", "file")[n % 4]
+        item: dict[str, Any] = {
+            "kind": kind,
+            "content": f"{lane} {kind} {n}: apollo INV-{2000 + n % 50} billed kowalski vacuum replica wal",
+            "lane": lane,
+            "tags": [f"{lane}-tag-{n % 7}", "apollo" if n % 3 else "handbook"],
+            "authority": round((n % 10) / 10, 1),
+            "occurred_at": f"2024-0{1 + n % 9}-1{n % 10}T0{n % 10}:00:00Z",
+            "metadata": {"n": n, "lane": lane},
+            "source_key": f"{lane}:{n}",
+            "vector": [randomly.random() for _ in range(3)],
+        }
+        if kind in ("conversation", "file"):
+            item |= {"thread_id": f"{lane}-{kind}-{n // 40}", "thread_position": n // 4 % 10}
+        items.append(item)
+    return items
+
+
+def fill(db: psycopg.Connection, make_role: Callable[..., str]) -> list[str]:
+    """Every kind of emem data; returns the roles bound to agent profiles."""
+    for lane in LANES:
+        db.execute("select emem.create_lane(%s)", (lane,))
+    db.execute("select emem.create_agent_profile('clerk', array['sales', 'ops'], array['sales'])")
+    db.execute("select emem.create_agent_profile('auditor', array['hr'])")
+    db.execute("select emem.set_agent_setting('clerk', 'emem.lane_isolation', 'strict')")
+    db.execute("select emem.set_agent_setting('auditor', 'emem.pipeline_profile', 'tags:3, fulltext:1')")
+    db.execute("select emem.set_agent_setting('auditor', 'emem.record_vector_candidates', '50')")
+    roles = [make_role("clerk", "clerk"), make_role("auditor", "auditor")]
+    db.execute("select emem.create_embedding_space('model-four', 4, 'fp4', false)")
+    db.execute("select emem.create_embedding_space('model-three', 3, 'fp3', true)")
+    randomly = random.Random(15)
+    for lane in LANES:
+        db.execute("select count(*) from emem.put_records(%s)", (json.dumps(records_of_lane(lane, randomly)),))
+    # The inactive space holds vectors too.
+    db.execute(
+        f"select count(emem.put_record_vector(record_id, {RANDOM_VECTOR % ',1'}, s.space_id))"
+        " from emem.records, emem.embedding_spaces as s where s.model_name = 'model-four' and record_id % 3 = 0"
+    )
+    put_windows(db)
+    db.execute(
+        "select count(emem.link_records(a.record_id, b.record_id, 'billed_by',"
+        " jsonb_build_object('invoice', 'INV-' || a.record_id, 'amount', a.record_id * 10)))"
+        " from emem.records as a join emem.records as b on b.record_id = a.record_id + 1"
+        " where a.record_id % 5 = 0"
+    )
+    db.execute("select emem.tag_record(record_id, array['reviewed']) from emem.records where record_id % 11 = 0")
+    db.execute("select emem.untag_record(record_id, array['handbook']) from emem.records where record_id % 13 = 0")
+    return roles
+
+
+def put_windows(db: psycopg.Connection) -> None:
+    """Windows of two consecutive records over every thread, in both spaces."""
+    db.execute(
+        "select count(emem.put_window(array[a.record_id, b.record_id],"
+        f" case s.dimension when 3 then {RANDOM_VECTOR % ''} else {RANDOM_VECTOR % ',1'} end, s.space_id))"
+        " from emem.records as a"
+        " join emem.records as b on (b.lane_name, b.kind, b.thread_id, b.thread_position)"
+        "   = (a.lane_name, a.kind, a.thread_id, a.thread_position + 1)"
+        " cross join emem.embedding_spaces as s"
+    )
+
+
+def dumped_tables(conn: psycopg.Connection) -> list[tuple[str, str]]:
+    """(name, kind) of every table and sequence the extension registered for pg_dump."""
+    return conn.execute(
+        "select c.relname::text, c.relkind::text from pg_catalog.pg_extension as x"
+        " cross join lateral unnest(x.extconfig) as t(oid) join pg_catalog.pg_class as c on c.oid = t.oid"
+        " where x.extname = 'emem' order by 1"
+    ).fetchall()
+
+
+def table_rows(conn: psycopg.Connection, table: str) -> list[str]:
+    return [row[0] for row in conn.execute(f"select t::text from emem.{table} as t order by 1")]
+
+
+def snapshot(conn: psycopg.Connection, roles: list[str]) -> dict[str, Any]:
+    """Every dumped table's rows, the derived tables, the indexes and the find answers."""
+    rows: dict[str, Any] = {}
+    for name, kind in dumped_tables(conn):
+        if kind == "S":
+            rows[name] = conn.execute(f"select last_value, is_called from emem.{name}").fetchone()
+        else:
+            rows[name] = table_rows(conn, name)
+    for derived in ("tag_vocabulary", "edge_labels"):
+        rows[derived] = table_rows(conn, derived)
+    indexes = conn.execute(
+        "select indexname::text, indexdef from pg_catalog.pg_indexes where schemaname = 'emem' order by 1"
+    ).fetchall()
+    return {"rows": rows, "indexes": indexes, "answers": answers(conn, roles)}
+
+
+def answers(conn: psycopg.Connection, roles: list[str]) -> dict[str, Any]:
+    """The find envelopes of every question, for the owner and for each bound role."""
+    found: dict[str, Any] = {}
+    for role in [None, *roles]:
+        if role is not None:
+            conn.execute(f"set role {role}")
+        for question, vector in QUESTIONS:
+            for page in (1, 2):
+                envelope = conn.execute(
+                    "select emem.e_gather_find_envelope(%s, %s::vector, %s, 20)", (question, vector, page)
+                ).fetchone()[0]
+                found[f"{role} {question} {vector} page {page}"] = envelope
+        conn.execute("reset role")
+    return found
+
+
+@pytest.fixture
+def target_database(db: psycopg.Connection) -> Iterator[str]:
+    name = f"emem_restore_{uuid.uuid4().hex[:8]}"
+    db.execute(f"create database {name} template template0")
+    yield name
+    db.execute(f"drop database {name} with (force)")
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 4])
+def test_parallel_restore_gives_equal_rows_indexes_and_answers(
+    db: psycopg.Connection, make_role: Callable[..., str], target_database: str, tmp_path: Path, jobs: int
+) -> None:
+    roles = fill(db, make_role)
+    before = snapshot(db, roles)
+    info = db.info
+    connection = ["-h", info.host, "-p", str(info.port), "-U", info.user]
+    folder = tmp_path / "dump"
+    subprocess.run(
+        [server_binary(db, "pg_dump"), *connection, "-Fd", "-j", "2", "-f", str(folder), info.dbname],
+        check=True,
+        capture_output=True,
+    )
+    restore = subprocess.run(
+        [server_binary(db, "pg_restore"), *connection, "-j", str(jobs), "-d", target_database, str(folder)],
+        capture_output=True,
+        text=True,
+    )
+    assert (restore.returncode, restore.stderr) == (0, "")
+    with psycopg.connect(
+        host=info.host, port=info.port, user=info.user, dbname=target_database, autocommit=True
+    ) as copy:
+        after = snapshot(copy, roles)
+        assert after["rows"].keys() == before["rows"].keys()
+        for table, rows in before["rows"].items():
+            assert after["rows"][table] == rows, f"table {table} differs after pg_restore -j {jobs}"
+        assert after["indexes"] == before["indexes"]
+        import sys
+
+        sys.path.insert(0, "/tmp")
+        import dbg_restore
+
+        dbg_restore.diff(before["answers"], after["answers"])
+        assert after["answers"] == before["answers"]
+        hnsw = [name for name, definition in after["indexes"] if " USING hnsw " in definition]
+        assert len(hnsw) == 4  # record and window vectors of each of the two spaces
+        assert len(before["rows"]["records"]) == len(LANES) * RECORDS_PER_LANE
+        owner_first_pages = [e for key, e in before["answers"].items() if key.startswith("None") and "page 1" in key]
+        assert all(envelope["rows"] for envelope in owner_first_pages)
+        new_id = copy.execute("select emem.put_record('note', 'after restore', 'sales')").fetchone()[0]
+        assert new_id == int(before["rows"]["records_record_id_seq"][0]) + 1
