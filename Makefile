@@ -61,7 +61,7 @@ freeze: sql/$(EXTENSION)--$(EXTVERSION).sql
 	cp sql/$(EXTENSION)--$(EXTVERSION).sql sql/releases/
 	cd sql/releases && sha256sum $(EXTENSION)--$(EXTVERSION).sql >> SHA256SUMS
 
-.PHONY: install-plpython uninstall-plpython test bench eval freeze upgrade-script
+.PHONY: install-plpython uninstall-plpython test bench bench-embed eval freeze upgrade-script
 
 # The client, tests, benchmark and evaluation run in the project's virtual environment (setup.sh).
 PYTHON ?= .venv/bin/python
@@ -76,3 +76,7 @@ eval:
 # The benchmark (not a test): BENCH_ARGS="--records 1000000" for the 1M run.
 bench:
 	$(PYTHON) bench/run.py $(BENCH_ARGS)
+
+# How fast emem embed fills a space with the embedded model: BENCH_EMBED_ARGS="--records 5000".
+bench-embed:
+	$(PYTHON) bench/embed_throughput.py $(BENCH_EMBED_ARGS)

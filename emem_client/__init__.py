@@ -3,7 +3,7 @@
 from importlib.metadata import PackageNotFoundError, version
 
 from emem_client.aio import AsyncClient
-from emem_client.calls import NO_ACTIVE_SPACE, ExtensionMissingError
+from emem_client.calls import NO_ACTIVE_SPACE, VECTORS_INCOMPLETE, ExtensionMissingError
 from emem_client.client import Client
 from emem_client.gateways import (
     DECLARATION_MISMATCH,
@@ -19,7 +19,7 @@ from emem_client.gateways import (
     OpenAIGateway,
     fingerprint_of,
 )
-from emem_client.types import EmbeddingSpace, FindPage, FindRow, Health, RecordSummary
+from emem_client.types import EmbeddingCoverage, EmbeddingSpace, FindPage, FindRow, Health, RecordSummary
 
 try:
     __version__ = version("emem-client")
@@ -34,9 +34,11 @@ __all__ = [
     "GATEWAY_TIMEOUT",
     "GATEWAY_UNAVAILABLE",
     "NO_ACTIVE_SPACE",
+    "VECTORS_INCOMPLETE",
     "AsyncClient",
     "Client",
     "EmbeddedGateway",
+    "EmbeddingCoverage",
     "EmbeddingSpace",
     "ExtensionMissingError",
     "FindPage",

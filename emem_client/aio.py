@@ -17,8 +17,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from emem_client import calls
 from emem_client.client import server_of
-from emem_client.gateways import EmbeddedGateway, Gateway, GatewayError
-from emem_client.types import EmbeddingSpace, FindPage, Health, RecordSummary, RegisteredLookup
+from emem_client.gateways import EmbeddedGateway, Gateway, GatewayError, ModelDeclaration
+from emem_client.types import EmbeddingCoverage, EmbeddingSpace, FindPage, Health, RecordSummary, RegisteredLookup
 
 T = TypeVar("T")
 
@@ -30,21 +30,18 @@ class AsyncClient:
         self,
         connection_or_pool: AsyncConnection[Any] | AsyncConnectionPool[Any],
         gateway: Gateway | None = None,
-        space_ttl: float = 30.0,
     ) -> None:
         self.source = connection_or_pool
         self.gateway: Gateway = gateway if gateway is not None else EmbeddedGateway()
-        self._space_cache = calls.SpaceCache(space_ttl)
 
     async def find(self, question: str, page: int = 1, page_size: int = 30) -> FindPage:
         vector, reason = await self.vector_for(question)
-        declared = await asyncio.to_thread(self.gateway.declaration) if vector is not None else None
-        return await self.run(calls.find(question, vector, page, page_size, reason, declared))
+        return await self.run(calls.find(question, vector, page, page_size, reason, await self._declaration_of(vector)))
 
     async def explain(self, question: str, page: int = 1, page_size: int = 30) -> dict[str, Any]:
         vector, reason = await self.vector_for(question)
-        declared = await asyncio.to_thread(self.gateway.declaration) if vector is not None else None
-        return await self.run(calls.explain(question, vector, page, page_size, reason, declared))
+        declaration = await self._declaration_of(vector)
+        return await self.run(calls.explain(question, vector, page, page_size, reason, declaration))
 
     async def timeline(
         self,
@@ -100,11 +97,12 @@ class AsyncClient:
             declaration, problem = None, error
         return await self.run(calls.health(declaration, problem))
 
+    async def embedding_coverage(self, space_id: int | None = None) -> EmbeddingCoverage:
+        return await self.run(calls.embedding_coverage(space_id))
+
     async def ensure_space(self, activate: bool = True) -> int:
         declaration = await asyncio.to_thread(self.gateway.declaration)
-        space_id = await self.run(calls.ensure_space(declaration, activate))
-        self._space_cache.forget()
-        return space_id
+        return await self.run(calls.ensure_space(declaration, activate))
 
     async def run(self, call: calls.Call[T]) -> T:
         """Runs one Call (emem_client.calls) in its own transaction block: the way to add SQL calls."""
@@ -123,9 +121,10 @@ class AsyncClient:
         return calls.question_vector(vectors, declaration)
 
     async def _active_space(self) -> EmbeddingSpace | None:
-        if self._space_cache.fresh:
-            return self._space_cache.space
-        return self._space_cache.store(await self.run(calls.active_space()))
+        return await self.run(calls.active_space())
+
+    async def _declaration_of(self, vector: list[float] | None) -> ModelDeclaration | None:
+        return await asyncio.to_thread(self.gateway.declaration) if vector is not None else None
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:

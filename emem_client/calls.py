@@ -6,8 +6,6 @@ signature and out-of-range values meet its own checks (SQLSTATE 22023).
 """
 
 import json
-import math
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -17,13 +15,16 @@ from pgvector import Vector
 from psycopg.types.json import Jsonb
 
 from emem_client.gateways import DECLARATION_MISMATCH, GATEWAY_BAD_ANSWER, GatewayError, ModelDeclaration
-from emem_client.types import EmbeddingSpace, FindPage, Health, RecordSummary, RegisteredLookup
+from emem_client.types import EmbeddingCoverage, EmbeddingSpace, FindPage, Health, RecordSummary, RegisteredLookup
 
 T = TypeVar("T")
 Rows = list[dict[str, Any]]
 
 # find's degraded_reason when no embedding space is active: the gateway's vectors belong nowhere.
 NO_ACTIVE_SPACE = "no_active_space"
+# health's reason and find's degraded_reason while records or windows lack a vector of the active
+# space (emem embed fills it): the vector lookups cannot reach them.
+VECTORS_INCOMPLETE = "vectors_incomplete"
 
 
 class ExtensionMissingError(Exception):
@@ -68,11 +69,15 @@ FIND_ARGUMENTS = "%s::text, %s, %s::integer, %s::integer, %s::text, %s::text"
 
 
 def find_arguments(
-    question: str, vector: Sequence[float] | None, page: int, page_size: int, declared: ModelDeclaration | None
+    question: str, vector: Sequence[float] | None, page: int, page_size: int, declaration: ModelDeclaration | None
 ) -> tuple[Any, ...]:
     """The arguments of find and explain: with the vector, the model it was made with, which the
     database checks against the active space (a vector of another model is not used)."""
-    model = (declared.model_name, declared.fingerprint) if declared is not None and vector is not None else (None, None)
+    model = (
+        (declaration.model_name, declaration.fingerprint)
+        if declaration is not None and vector is not None
+        else (None, None)
+    )
     return (question, as_vector(vector), page, page_size, *model)
 
 
@@ -82,12 +87,14 @@ def find(
     page: int,
     page_size: int,
     no_vector: GatewayError | None,
-    declared: ModelDeclaration | None = None,
+    declaration: ModelDeclaration | None = None,
 ) -> Call[FindPage]:
-    """`no_vector` says why `vector` is None, when the client knows; `declared` is the gateway's model."""
+    """`no_vector` says why `vector` is None, when the client knows; `declaration` names the model
+    that made `vector`, so that the database uses it only while that model's space is active (a
+    switch between the client's look at the active space and the find is caught there)."""
     return Call(
         f"select emem.e_gather_find_envelope({FIND_ARGUMENTS}) as envelope",
-        find_arguments(question, vector, page, page_size, declared),
+        find_arguments(question, vector, page, page_size, declaration),
         lambda rows: FindPage.from_envelope(rows[0]["envelope"], *_reason_and_message(no_vector)),
     )
 
@@ -98,7 +105,7 @@ def explain(
     page: int,
     page_size: int,
     no_vector: GatewayError | None,
-    declared: ModelDeclaration | None = None,
+    declaration: ModelDeclaration | None = None,
 ) -> Call[dict[str, Any]]:
     def read(rows: Rows) -> dict[str, Any]:
         explanation: dict[str, Any] = rows[0]["explanation"]
@@ -109,7 +116,7 @@ def explain(
 
     return Call(
         f"select emem.e_gather_explain({FIND_ARGUMENTS}) as explanation",
-        find_arguments(question, vector, page, page_size, declared),
+        find_arguments(question, vector, page, page_size, declaration),
         read,
     )
 
@@ -212,7 +219,7 @@ def put_record_vector(record_id: int, vector: Sequence[float], space_id: int | N
     )
 
 
-def put_window(member_record_ids: Iterable[int], vector: Sequence[float], space_id: int | None) -> Call[int]:
+def put_window(member_record_ids: Iterable[int], vector: Sequence[float] | None, space_id: int | None) -> Call[int]:
     return Call(
         "select emem.put_window(%s::bigint[], %s, %s::integer) as window_id",
         (list(member_record_ids), as_vector(vector), space_id),
@@ -251,13 +258,35 @@ def lookup_registry() -> Call[list[RegisteredLookup]]:
     )
 
 
-def active_space() -> Call[EmbeddingSpace | None]:
-    def read(rows: Rows) -> EmbeddingSpace | None:
-        return EmbeddingSpace(**rows[0]) if rows else None
+SPACE_COLUMNS = "space_id, model_name, dimension, fingerprint, is_active"
 
+
+def _space_or_none(rows: Rows) -> EmbeddingSpace | None:
+    return EmbeddingSpace(**rows[0]) if rows else None
+
+
+def active_space() -> Call[EmbeddingSpace | None]:
+    """Read on every find: a model switch shows at once."""
+    return Call(f"select {SPACE_COLUMNS} from emem.embedding_spaces where is_active", (), _space_or_none)
+
+
+def embedding_space(space_id: int) -> Call[EmbeddingSpace | None]:
     return Call(
-        "select space_id, model_name, dimension, fingerprint from emem.embedding_spaces where is_active", (), read
+        f"select {SPACE_COLUMNS} from emem.embedding_spaces where space_id = %s::integer", (space_id,), _space_or_none
     )
+
+
+def space_of_model(declaration: ModelDeclaration) -> Call[EmbeddingSpace | None]:
+    """The space of the declared model (name and dimension), active or not."""
+    return Call(
+        f"select {SPACE_COLUMNS} from emem.embedding_spaces where model_name = %s::text and dimension = %s::integer",
+        (declaration.model_name, declaration.dimension),
+        _space_or_none,
+    )
+
+
+def activate_space(space_id: int, force: bool) -> Call[None]:
+    return Call("select emem.activate_embedding_space(%s::integer, %s::boolean)", (space_id, force), _nothing)
 
 
 def health(declaration: ModelDeclaration | None, gateway_problem: GatewayError | None) -> Call[Health]:
@@ -280,20 +309,79 @@ def ensure_space(declaration: ModelDeclaration, activate: bool) -> Call[int]:
     )
 
 
+def embedding_coverage(space_id: int | None) -> Call[EmbeddingCoverage]:
+    return Call(
+        "select emem.embedding_coverage(%s::integer) as coverage",
+        (space_id,),
+        lambda rows: EmbeddingCoverage.from_json(rows[0]["coverage"]),
+    )
+
+
+def queue_missing_embeddings(space_id: int) -> Call[int]:
+    return Call("select emem.queue_missing_embeddings(%s::integer) as added", (space_id,), _single("added"))
+
+
+@dataclass(frozen=True)
+class EmbeddingWork:
+    """A claimed queue entry: a record's text, or a window's member records and their texts."""
+
+    queue_id: int
+    record_id: int | None
+    member_record_ids: list[int] | None
+    texts: list[str]
+    attempts: int  # how often the gateway refused it before
+
+    @property
+    def text(self) -> str:
+        return window_text(self.texts)
+
+
+def window_text(contents: Iterable[str]) -> str:
+    """What a window's vector embeds: its records' texts, one per line (ingest and the worker alike)."""
+    return "\n".join(contents)
+
+
+def claim_embeddings(space_id: int, batch_size: int) -> Call[list[EmbeddingWork]]:
+    """Locks the entries until the transaction ends: run it and store_embeddings in one (Client.transaction)."""
+    return Call(
+        "select queue_id, record_id, member_record_ids, texts, attempts"
+        " from emem.claim_embeddings(%s::integer, %s::integer)",
+        (space_id, batch_size),
+        lambda rows: [EmbeddingWork(**row) for row in rows],
+    )
+
+
+def store_embeddings(queue_ids: Sequence[int], vectors: Sequence[Sequence[float]]) -> Call[int]:
+    return Call(
+        "select emem.store_embeddings(%s::bigint[], %s::public.vector[]) as stored",
+        (list(queue_ids), [as_vector(vector) for vector in vectors]),
+        _single("stored"),
+    )
+
+
+def defer_embeddings(queue_ids: Sequence[int], reason: str, retry_after: float) -> Call[int]:
+    return Call(
+        "select emem.defer_embeddings(%s::bigint[], %s::text, %s::double precision) as deferred",
+        (list(queue_ids), reason, retry_after),
+        _single("deferred"),
+    )
+
+
 def declaration_problem(declaration: ModelDeclaration, space: EmbeddingSpace | None) -> GatewayError | None:
-    """Why the gateway's vectors do not belong in the active space, or None when they do."""
+    """Why the gateway's vectors do not belong in the space (None: no space is active), or None when they do."""
     if space is None:
         return GatewayError(
             NO_ACTIVE_SPACE, "no embedding space is active: create one for the gateway's model (emem init)"
         )
     declared = f"{declaration.model_name} ({declaration.dimension} dimensions)"
-    active = f"{space.model_name} ({space.dimension} dimensions)"
+    which = "the active space" if space.is_active else f"embedding space {space.space_id}"
     if declaration.model_name != space.model_name or declaration.dimension != space.dimension:
-        return GatewayError(DECLARATION_MISMATCH, f"the gateway embeds with {declared}, the active space is {active}")
-    if space.fingerprint is not None and declaration.fingerprint != space.fingerprint:
         return GatewayError(
-            DECLARATION_MISMATCH, f"the gateway's {declared} gives other vectors than the active space's model"
+            DECLARATION_MISMATCH,
+            f"the gateway embeds with {declared}, {which} is {space.model_name} ({space.dimension} dimensions)",
         )
+    if space.fingerprint is not None and declaration.fingerprint != space.fingerprint:
+        return GatewayError(DECLARATION_MISMATCH, f"the gateway's {declared} gives other vectors than {which}'s model")
     return None
 
 
@@ -306,26 +394,6 @@ def question_vector(
             GATEWAY_BAD_ANSWER, f"expected one vector of {declaration.dimension} dimensions for the question"
         )
     return vectors[0], None
-
-
-class SpaceCache:
-    """The active embedding space, read again after `ttl` seconds (None: there is none)."""
-
-    def __init__(self, ttl: float) -> None:
-        self.ttl = ttl
-        self.space: EmbeddingSpace | None = None
-        self._read_at = -math.inf
-
-    @property
-    def fresh(self) -> bool:
-        return time.monotonic() - self._read_at < self.ttl
-
-    def store(self, space: EmbeddingSpace | None) -> EmbeddingSpace | None:
-        self.space, self._read_at = space, time.monotonic()
-        return space
-
-    def forget(self) -> None:
-        self._read_at = -math.inf
 
 
 def _text_array(values: Iterable[str] | None) -> list[str] | None:

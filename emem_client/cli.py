@@ -1,4 +1,4 @@
-"""The `emem` command: set up a database, ingest, find, explain, the timeline, health and the HTTP service.
+"""The `emem` command: set up a database, ingest, embed, find, explain, the timeline, health and the HTTP service.
 
 Where the database is: --dsn, else $EMEM_DSN, else libpq's own defaults and PG* variables
 (PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD or ~/.pgpass); no credentials are made up.
@@ -27,6 +27,7 @@ import psycopg
 
 from emem_client import __version__, calls
 from emem_client.client import Client, run_on, server_of, with_vector_type
+from emem_client.embed import EmbedError, EmbedOptions, EmbedReport, embed_queue
 from emem_client.gateways import EmbeddedGateway, Gateway, GatewayError, OpenAIGateway
 from emem_client.ingest import (
     DEFAULT_LANE,
@@ -78,13 +79,31 @@ class UsageError(CommandError):
 # ---- arguments ------------------------------------------------------------------------------
 
 
-def positive_int(text: str) -> int:
+def integer_from(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not 1 or more")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{value} is not {minimum} or more")
+    return value
+
+
+def positive_int(text: str) -> int:
+    return integer_from(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    return integer_from(text, 0)
+
+
+def positive_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 86400:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds from more than 0 to 86400")
     return value
 
 
@@ -172,8 +191,22 @@ def add_init(commands: Commands, common: argparse.ArgumentParser) -> None:
     init = commands.add_parser(
         "init",
         parents=[common],
-        help="create and activate the gateway's embedding space, "
+        help="create the gateway's embedding space (active when it is the first), "
         "lanes, agent profiles and role bindings (for the extension's owner)",
+        description="Creates the embedding space of the gateway's model, and lanes, agent profiles and role "
+        "bindings. The first space becomes the active one. A space for another model is created inactive and "
+        "queued for embedding: the active space keeps answering while `emem embed` fills it; then "
+        "`emem init --activate` (with the same gateway) switches to it.",
+    )
+    init.add_argument(
+        "--activate",
+        action="store_true",
+        help="make the gateway's space the active one (refused until it holds every vector, unless --force)",
+    )
+    init.add_argument(
+        "--force",
+        action="store_true",
+        help="with --activate: switch even though records lack a vector of the new model",
     )
     init.add_argument(
         "--lane", action="append", default=[], help=f"a lane to create (repeatable; default {DEFAULT_LANE})"
@@ -326,6 +359,50 @@ def add_timeline(commands: Commands, common: argparse.ArgumentParser) -> None:
     timeline.set_defaults(run=run_timeline)
 
 
+def add_embed(commands: Commands, common: argparse.ArgumentParser) -> None:
+    defaults = EmbedOptions()
+    embed = commands.add_parser(
+        "embed",
+        parents=[common],
+        help="embed what lacks a vector in the space of the gateway's model (the embedding queue)",
+        description="Drains the embedding queue of a space through the gateway: records and windows without a "
+        "current vector (new, edited, or a new model's space). Several may run at once; each may be killed and "
+        "started again at any point. The extension's owner embeds every lane, an agent's role the lanes it "
+        "reads and writes.",
+        epilog="Exit codes: 0 done, 1 the gateway kept failing or refused texts (they stay queued), 2 usage error.",
+    )
+    embed.add_argument(
+        "--space",
+        type=positive_int,
+        metavar="ID",
+        help="the embedding space to fill (default: the space of the gateway's model); the gateway must be its model's",
+    )
+    embed.add_argument(
+        "--follow", action="store_true", help="keep embedding new work as it arrives, until stopped (Ctrl-C)"
+    )
+    embed.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=defaults.batch_size,
+        help=f"texts per gateway call and transaction (default {defaults.batch_size}, at most 1000)",
+    )
+    embed.add_argument(
+        "--poll-interval",
+        type=positive_number,
+        default=defaults.poll_interval,
+        metavar="SECONDS",
+        help=f"with --follow: seconds between looks at an empty queue (default {defaults.poll_interval:g})",
+    )
+    embed.add_argument(
+        "--retries",
+        type=non_negative_int,
+        default=defaults.retries,
+        help=f"gateway failures in a row before giving up (default {defaults.retries}; --follow never gives up)",
+    )
+    embed.add_argument("--no-progress", action="store_true", help="no progress bar (there is none off a terminal)")
+    embed.set_defaults(run=run_embed)
+
+
 def add_health(commands: Commands, common: argparse.ArgumentParser) -> None:
     health = commands.add_parser(
         "health", parents=[common], help="does the gateway's model match the active space? (exit 3 when degraded)"
@@ -405,30 +482,56 @@ class InitAnswer:
     space_id: int
     model_name: str
     dimension: int
+    active: bool
     lanes: list[str]
     profiles: dict[str, list[str]]
     bindings: dict[str, str]
+    active_space_id: int | None  # the space that answers finds now
 
 
 def run_init(args: argparse.Namespace) -> int:
+    if args.force and not args.activate:
+        raise UsageError("--force goes with --activate")
     lanes = args.lane or [DEFAULT_LANE]
     profiles = {name: [lane for lane in value.split(",") if lane] for name, value in args.profile}
     bindings = dict(args.bind)
-    with connected(args) as connection, connection.transaction():
-        for lane in lanes:
-            connection.execute("select emem.create_lane(%s::text)", (lane,))
-        for name, profile_lanes in profiles.items():
-            connection.execute("select emem.create_agent_profile(%s::text, %s::text[])", (name, profile_lanes))
-        for role, profile in bindings.items():
-            connection.execute("select emem.bind_role(%s::name, %s::text)", (role, profile))
+    with connected(args) as connection:
         client = Client(connection, make_gateway(args))
-        space_id = client.ensure_space(activate=True)
+        with connection.transaction():
+            for lane in lanes:
+                connection.execute("select emem.create_lane(%s::text)", (lane,))
+            for name, profile_lanes in profiles.items():
+                connection.execute("select emem.create_agent_profile(%s::text, %s::text[])", (name, profile_lanes))
+            for role, profile in bindings.items():
+                connection.execute("select emem.bind_role(%s::name, %s::text)", (role, profile))
+            space_id = client.ensure_space(activate=False)
         declaration = client.gateway.declaration()
-    answer = InitAnswer(space_id, declaration.model_name, declaration.dimension, lanes, profiles, bindings)
+        active = client.run(calls.active_space())
+        # The first space has no other to keep answering; a later one is switched to on request
+        # only, and the database refuses that until it holds every vector (unless forced): the
+        # space and the rest stay set up either way.
+        if active is None or (args.activate and active.space_id != space_id):
+            client.run(calls.activate_space(space_id, args.force))
+            active = client.run(calls.active_space())
+    answer = InitAnswer(
+        space_id,
+        declaration.model_name,
+        declaration.dimension,
+        active is not None and active.space_id == space_id,
+        lanes,
+        profiles,
+        bindings,
+        active.space_id if active else None,
+    )
     if option(args, "json"):
         print_json(answer)
         return ExitCode.OK
-    out(f"embedding space {space_id}: {answer.model_name} ({answer.dimension} dimensions), active")
+    space = f"embedding space {space_id}: {answer.model_name} ({answer.dimension} dimensions)"
+    if answer.active:
+        out(f"{space}, active")
+    else:
+        out(f"{space}, inactive: space {answer.active_space_id} keeps answering finds")
+        out("  fill it: emem embed (with this gateway); then switch: emem init --activate (with this gateway)")
     out(f"lanes: {', '.join(lanes)}")
     for name, profile_lanes in profiles.items():
         out(f"agent profile {name}: reads {', '.join(profile_lanes)}")
@@ -467,12 +570,70 @@ def window_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"file_windows": shape, "chunk_chars": args.chunk_chars}
 
 
+def run_embed(args: argparse.Namespace) -> int:
+    try:
+        options = EmbedOptions(
+            space_id=args.space,
+            batch_size=args.batch_size,
+            follow=args.follow,
+            poll_interval=args.poll_interval,
+            retries=args.retries,
+            progress=not args.no_progress and sys.stderr.isatty(),
+        )
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    with client_for(args) as client:
+        report = embed_queue(client, options)
+    if option(args, "json"):
+        print_json(report)
+    else:
+        print_embed_report(report)
+    return ExitCode.ERROR if report.refused else ExitCode.OK
+
+
+def print_embed_report(report: EmbedReport) -> None:
+    texts = report.records_embedded + report.windows_embedded
+    rate = f": {texts / report.seconds:.0f} texts/s" if texts and report.seconds else ""
+    out(
+        f"embedded {report.records_embedded} records and {report.windows_embedded} windows into space "
+        f"{report.space_id} ({report.model_name}) in {report.seconds:.1f} s{rate}"
+    )
+    if report.refused:
+        out(f"the gateway refused {report.refused} text(s), queued again for later: {report.refusal}")
+    coverage = report.coverage
+    if coverage is None:
+        return
+    out(
+        coverage_line(
+            coverage.records_with_vector,
+            coverage.records,
+            coverage.windows_with_vector,
+            coverage.windows,
+            coverage.lanes,
+        )
+    )
+    if not coverage.is_active and coverage.missing == 0:
+        out("every vector is there: switch to this space with emem init --activate (with this gateway)")
+
+
+def coverage_line(records_with_vector: int, records: int, windows_with_vector: int, windows: int, lanes: str) -> str:
+    where = "every lane" if lanes == "all" else "the lanes this role reads"
+    return (
+        f"vectors: {records_with_vector} of {records} records, {windows_with_vector} of {windows} windows (in {where})"
+    )
+
+
 def print_report(report: IngestReport) -> None:
     out(f"records: {report.records_created} written, {report.records_existing} already stored")
     out(f"windows: {report.windows_created} written, {report.windows_existing} already stored")
     out(f"edges:   {report.edges_created} written, {report.edges_existing} already stored")
     for version in report.new_versions:
         out(f"new version: {version}")
+    if report.queued_for_embedding:
+        out(
+            f"{report.queued_for_embedding} records and windows were written without a vector, for the embedding "
+            f"queue: run emem embed once the gateway is back ({report.gateway_problem})"
+        )
     if report.problems:
         out(f"skipped {len(report.problems)} item(s):")
         for problem in report.problems:
@@ -496,7 +657,9 @@ def find_summary(page: FindPage) -> list[str]:
         f"page {page.page} of {page.total_pages}, {page.total_candidates} candidates, "
         f"from {', '.join(ran) if ran else 'no lookup'}"
     ]
-    if page.degraded:
+    if page.degraded_reason == calls.VECTORS_INCOMPLETE:
+        lines.append(f"DEGRADED ({calls.VECTORS_INCOMPLETE}): {INCOMPLETE_MEANS}")
+    elif page.degraded:
         skipped = [lookup.label for lookup in page.lookups if not lookup.ran]
         lines.append(
             f"DEGRADED ({page.degraded_reason}): no question vector, so "
@@ -506,6 +669,12 @@ def find_summary(page: FindPage) -> list[str]:
         if page.degraded_message:
             lines.append(f"  {page.degraded_message}")
     return lines
+
+
+INCOMPLETE_MEANS = (
+    "records or windows lack a vector of the active space: the vector lookups cannot reach them until "
+    "emem embed gives them one"
+)
 
 
 FIND_COLUMNS = ["rank", "id", "kind", "lane", "placed by", "found by", "distance", "content"]
@@ -558,7 +727,9 @@ def print_explanation(explanation: Mapping[str, Any], registry: list[RegisteredL
     out(f"words WordNet knows: {', '.join(question['known_words']) or '(none)'}")
     out(f"terms for full text: {', '.join(question['unknown_terms']) or '(none)'}")
     out(space_line(explanation.get("active_space")))
-    if explanation["degraded"]:
+    if explanation["degraded_reason"] == calls.VECTORS_INCOMPLETE:
+        out(f"DEGRADED ({calls.VECTORS_INCOMPLETE}): {INCOMPLETE_MEANS}")
+    elif explanation["degraded"]:
         out(f"DEGRADED ({explanation['degraded_reason']}): the vector lookups do not run")
         if explanation.get("degraded_message"):
             out(f"  {explanation['degraded_message']}")
@@ -642,6 +813,19 @@ def print_health(health: Health) -> None:
     else:
         out("gateway model: unreadable" + (f": {health.gateway_message}" if health.gateway_message else ""))
     out(space_line(health.active_space))
+    if health.coverage is not None:
+        coverage = health.coverage
+        out(
+            coverage_line(
+                coverage["records_with_vector"],
+                coverage["records"],
+                coverage["windows_with_vector"],
+                coverage["windows"],
+                coverage["lanes"],
+            )
+        )
+        if calls.VECTORS_INCOMPLETE in health.reasons:
+            out("  emem embed (with the active space's gateway) gives the rest theirs")
     if not health.ok:
         out("degraded is not an outage: find answers meanwhile from the lookups that need no vector")
 
@@ -725,6 +909,7 @@ def add_mcp_command(commands: Commands, common: argparse.ArgumentParser) -> None
 COMMANDS: list[Callable[[Commands, argparse.ArgumentParser], None]] = [
     add_init,
     add_ingest,
+    add_embed,
     add_find,
     add_explain,
     add_timeline,
@@ -850,7 +1035,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(f"emem: error: {visible(str(error))}", file=sys.stderr)
         return ExitCode.USAGE
-    except (CommandError, IngestError, GatewayError, calls.ExtensionMissingError, psycopg.Error) as error:
+    except (CommandError, IngestError, EmbedError, GatewayError, calls.ExtensionMissingError, psycopg.Error) as error:
         print(f"emem: error: {visible_lines(error_message(error))}", file=sys.stderr)
         return ExitCode.ERROR
     except KeyboardInterrupt:

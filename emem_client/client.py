@@ -11,8 +11,8 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from emem_client import calls
-from emem_client.gateways import EmbeddedGateway, Gateway, GatewayError
-from emem_client.types import EmbeddingSpace, FindPage, Health, RecordSummary, RegisteredLookup
+from emem_client.gateways import EmbeddedGateway, Gateway, GatewayError, ModelDeclaration
+from emem_client.types import EmbeddingCoverage, EmbeddingSpace, FindPage, Health, RecordSummary, RegisteredLookup
 
 T = TypeVar("T")
 
@@ -30,23 +30,19 @@ class Client:
         self,
         connection_or_pool: Connection[Any] | ConnectionPool[Any],
         gateway: Gateway | None = None,
-        space_ttl: float = 30.0,
     ) -> None:
         self.source = connection_or_pool
         self.gateway: Gateway = gateway if gateway is not None else EmbeddedGateway()
-        self._space_cache = calls.SpaceCache(space_ttl)
 
     def find(self, question: str, page: int = 1, page_size: int = 30) -> FindPage:
         """One page of e_gather_find; degraded (with the gateway's reason) when no vector could be used."""
         vector, reason = self.vector_for(question)
-        declared = self.gateway.declaration() if vector is not None else None  # known: vector_for asked
-        return self.run(calls.find(question, vector, page, page_size, reason, declared))
+        return self.run(calls.find(question, vector, page, page_size, reason, self._declaration_of(vector)))
 
     def explain(self, question: str, page: int = 1, page_size: int = 30) -> dict[str, Any]:
         """e_gather_explain: how find reads the question and what each lookup found."""
         vector, reason = self.vector_for(question)
-        declared = self.gateway.declaration() if vector is not None else None  # known: vector_for asked
-        return self.run(calls.explain(question, vector, page, page_size, reason, declared))
+        return self.run(calls.explain(question, vector, page, page_size, reason, self._declaration_of(vector)))
 
     def timeline(
         self,
@@ -100,16 +96,27 @@ class Client:
             declaration, problem = None, error
         return self.run(calls.health(declaration, problem))
 
+    def embedding_coverage(self, space_id: int | None = None) -> EmbeddingCoverage:
+        """How far a space (None: the active one) has vectors, in the lanes this role reads."""
+        return self.run(calls.embedding_coverage(space_id))
+
     def ensure_space(self, activate: bool = True) -> int:
-        """The embedding space of the gateway's model (created when missing); raises GatewayError."""
-        space_id = self.run(calls.ensure_space(self.gateway.declaration(), activate))
-        self._space_cache.forget()
-        return space_id
+        """The embedding space of the gateway's model (created when missing, and queued for embedding);
+        raises GatewayError. activate => True makes it the active one: the database refuses that while
+        another is active and this one lacks vectors (emem embed fills it first)."""
+        return self.run(calls.ensure_space(self.gateway.declaration(), activate))
 
     def run(self, call: calls.Call[T]) -> T:
         """Runs one Call (emem_client.calls) in its own transaction block: the way to add SQL calls."""
         with self._connection() as connection:
             return run_on(connection, call)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection[Any]]:
+        """A connection inside one transaction block: Calls run on it with run_on share its locks and
+        commit together (or not at all), as the embedding worker's claim and store must."""
+        with self._connection() as connection, connection.transaction():
+            yield connection
 
     def vector_for(self, question: str) -> tuple[list[float] | None, GatewayError | None]:
         """The gateway's vector of a text (a question, a record) when its model is the active space's; else
@@ -125,9 +132,11 @@ class Client:
         return calls.question_vector(vectors, declaration)
 
     def _active_space(self) -> EmbeddingSpace | None:
-        if self._space_cache.fresh:
-            return self._space_cache.space
-        return self._space_cache.store(self.run(calls.active_space()))
+        return self.run(calls.active_space())
+
+    def _declaration_of(self, vector: list[float] | None) -> ModelDeclaration | None:
+        """The model that made the question's vector (the gateway's, read already), for the database's check."""
+        return self.gateway.declaration() if vector is not None else None
 
     @contextmanager
     def _connection(self) -> Iterator[Connection[Any]]:

@@ -52,6 +52,7 @@ from tqdm import tqdm
 
 from emem_client import calls
 from emem_client.client import Client
+from emem_client.gateways import GATEWAY_DOWN, GATEWAY_TIMEOUT, GATEWAY_UNAVAILABLE, GatewayError
 
 T = TypeVar("T")
 DEFAULT_LANE = "main"
@@ -59,6 +60,8 @@ TEXT_SUFFIXES = frozenset({".txt", ".text", ".md", ".markdown", ".rst"})
 HTML_SUFFIXES = frozenset({".html", ".htm", ".xhtml"})
 NOTE_KINDS = frozenset({"note", "entity"})
 EMBED_SLICE = 64  # texts per gateway call: the progress bar moves after each
+# A gateway that cannot answer now: records are written without vectors, for the embedding queue.
+GATEWAY_FAILURES = frozenset({GATEWAY_DOWN, GATEWAY_TIMEOUT, GATEWAY_UNAVAILABLE})
 # Ids of notes and conversations, and file paths, become thread ids and source keys, which the
 # database keeps to 500 characters; this leaves room for a version's `@hash` and the key's parts.
 MAX_KEY_CHARS = 400
@@ -165,6 +168,9 @@ class IngestReport:
     edges_existing: int = 0
     new_versions: list[str] = field(default_factory=list)  # threads stored as `<id>@<hash>`
     problems: list[Problem] = field(default_factory=list)
+    # Written without a vector while the gateway was down (emem embed gives them one), and why.
+    queued_for_embedding: int = 0
+    gateway_problem: str | None = None
 
 
 # ---- what is written: units of records ---------------------------------------------------
@@ -1012,12 +1018,15 @@ class Ingester:
         return isinstance(source, psycopg.Connection) and source.info.transaction_status != pq.TransactionStatus.IDLE
 
     def check_gateway(self) -> None:
-        """Before the first text is embedded: the gateway's model must be the active space's. Input with
-        nothing new to embed never asks the gateway (nor loads an embedded model)."""
+        """Before the first text is embedded: the gateway's model must be the active space's; a gateway
+        that is down only means writing without vectors. Input with nothing new to embed never asks the
+        gateway (nor loads an embedded model)."""
         if self.gateway_checked:
             return
         health = self.client.health()
-        if not health.ok:
+        if health.gateway_reason in GATEWAY_FAILURES:
+            self.report.gateway_problem = health.gateway_message
+        elif set(health.reasons) - {calls.VECTORS_INCOMPLETE}:  # missing vectors are the queue's to fill
             why = ", ".join(health.reasons + ([health.gateway_reason] if health.gateway_reason else []))
             advice = health.gateway_message or (
                 "run `emem init` with this gateway first, or choose the gateway of that space"
@@ -1065,7 +1074,7 @@ class Ingester:
                     f"{unit.source}: changed since it was stored; the new version is thread {unit.thread_id}"
                 )
 
-    def embed_new(self, planned: list[Planned]) -> dict[tuple[str, str], list[float]]:
+    def embed_new(self, planned: list[Planned]) -> dict[tuple[str, str], list[float] | None]:
         """Vectors of the items their lanes do not hold yet, by (lane, source key); each text embedded once."""
         contents = {record_key(item): item["content"] for _, items in planned for item in items}
         stored = self.execute(stored_records(list(contents)))
@@ -1075,16 +1084,30 @@ class Ingester:
         by_text = dict(zip(texts, self.embed(texts), strict=True))
         return {key: by_text[content] for key, content in new.items()}
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
+    def embed(self, texts: list[str]) -> list[list[float] | None]:
+        """Their vectors; None for each once the gateway is down (the embedding queue fills them later)."""
         if texts:
             self.check_gateway()
-        vectors: list[list[float]] = []
+        vectors: list[list[float] | None] = []
         for start in range(0, len(texts), EMBED_SLICE):
-            vectors.extend(self.client.embed(texts[start : start + EMBED_SLICE]))
+            vectors.extend(self.embed_slice(texts[start : start + EMBED_SLICE]))
             self.bar.update(len(texts[start : start + EMBED_SLICE]))
         return vectors
 
-    def write_records(self, planned: list[Planned], vectors: dict[tuple[str, str], list[float]]) -> list[Written]:
+    def embed_slice(self, texts: list[str]) -> list[list[float]] | list[None]:
+        if self.report.gateway_problem is None:
+            try:
+                return self.client.embed(texts)
+            except GatewayError as error:
+                if error.reason not in GATEWAY_FAILURES:
+                    raise
+                self.report.gateway_problem = error.message
+        self.report.queued_for_embedding += len(texts)
+        return [None] * len(texts)
+
+    def write_records(
+        self, planned: list[Planned], vectors: dict[tuple[str, str], list[float] | None]
+    ) -> list[Written]:
         """All units in one put_records call. An item the database refuses (it names its number) costs
         its unit only: the unit is reported and the others are sent again; a refusal that names no
         item sends each unit on its own."""
@@ -1098,11 +1121,13 @@ class Ingester:
                 planned = [(unit, items) for unit, items in planned if unit is not refused]
         return []
 
-    def put_units(self, planned: list[Planned], vectors: dict[tuple[str, str], list[float]]) -> list[Written]:
+    def put_units(self, planned: list[Planned], vectors: dict[tuple[str, str], list[float] | None]) -> list[Written]:
         """The units' records in one put_records call: each lane and source key once, as the first unit
         holding it gives it (a note without an id is keyed by its content: the same note twice is one)."""
         unique = first_items(planned)
-        sent = [{**item, "vector": vectors[key]} if key in vectors else item for key, item in unique.items()]
+        sent = [
+            {**item, "vector": vectors[key]} if vectors.get(key) is not None else item for key, item in unique.items()
+        ]
         written = self.execute(calls.put_records_created(sent, None))
         results = dict(zip(unique, written, strict=True))
         created = sum(1 for _, is_new in results.values() if is_new)
@@ -1121,7 +1146,7 @@ class Ingester:
         return unit
 
     def write_units_one_by_one(
-        self, planned: list[Planned], vectors: dict[tuple[str, str], list[float]]
+        self, planned: list[Planned], vectors: dict[tuple[str, str], list[float] | None]
     ) -> Iterator[Written]:
         """After a refusal that named no item: each unit on its own, so one bad unit costs only itself."""
         for unit, items in planned:
@@ -1142,7 +1167,7 @@ class Ingester:
             if not created and item.get("tags"):
                 self.execute(calls.tag(record_id, item["tags"]))
 
-    def embed_windows(self, threads: list[Unit]) -> list[tuple[Unit, list[int], list[float]]]:
+    def embed_windows(self, threads: list[Unit]) -> list[tuple[Unit, list[int], list[float] | None]]:
         """(unit, run of piece indexes, vector) of the windows of these threads their lane does not hold."""
         if not threads:
             return []
@@ -1156,10 +1181,12 @@ class Ingester:
                     self.bar.update(1)
                 else:
                     wanted.append((unit, run))
-        vectors = self.embed(["\n".join(unit.pieces[i].content for i in run) for unit, run in wanted])
+        vectors = self.embed([calls.window_text(unit.pieces[i].content for i in run) for unit, run in wanted])
         return [(unit, run, vector) for (unit, run), vector in zip(wanted, vectors, strict=True)]
 
-    def write_windows(self, windows: list[tuple[Unit, list[int], list[float]]], ids: dict[Unit, list[int]]) -> None:
+    def write_windows(
+        self, windows: list[tuple[Unit, list[int], list[float] | None]], ids: dict[Unit, list[int]]
+    ) -> None:
         """The windows of the units written (`ids`: their record ids by piece); a unit whose window
         the database refuses is reported once, and its other windows are not tried."""
         failed: set[Unit] = set()

@@ -162,6 +162,9 @@ class Health:
     active_space: dict[str, Any] | None
     gateway_reason: str | None = None
     gateway_message: str | None = None
+    # The active space's records and windows with a current vector, in the lanes the caller reads
+    # (e_health's `coverage`); None without an active space.
+    coverage: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -178,14 +181,44 @@ class Health:
             active_space=answer.get("active_space"),
             gateway_reason=gateway_reason,
             gateway_message=gateway_message,
+            coverage=answer.get("coverage"),
         )
 
 
 @dataclass(frozen=True)
 class EmbeddingSpace:
-    """The active embedding space, as find compares it with the gateway's declaration."""
+    """An embedding space, as find and the embedding worker compare it with the gateway's declaration."""
 
     space_id: int
     model_name: str
     dimension: int
     fingerprint: str | None
+    is_active: bool
+
+
+@dataclass(frozen=True)
+class EmbeddingCoverage:
+    """How far an embedding space is filled (emem.embedding_coverage), in the lanes the caller reads
+    (`lanes`: 'all' for the extension's owner, else 'readable')."""
+
+    space_id: int
+    model_name: str
+    dimension: int
+    is_active: bool
+    lanes: str
+    records: int
+    records_with_vector: int
+    windows: int
+    windows_with_vector: int
+    share: float  # the smaller of the records' and the windows' shares
+    deferred: int  # entries waiting after the gateway refused their text
+    last_error: str | None
+
+    @property
+    def missing(self) -> int:
+        """Records and windows still without a current vector."""
+        return self.records - self.records_with_vector + self.windows - self.windows_with_vector
+
+    @classmethod
+    def from_json(cls, answer: Mapping[str, Any]) -> "EmbeddingCoverage":
+        return cls(**{name: answer[name] for name in cls.__dataclass_fields__})

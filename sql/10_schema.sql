@@ -158,12 +158,14 @@ create table emem.windows (
     thread_id text not null,
     first_position integer not null,
     last_position integer not null,
-    embedding public.vector not null,
+    -- NULL: not embedded yet, or stale (a member's content changed); the embedding queue fills it.
+    embedding public.vector,
     created_at timestamptz not null default pg_catalog.now(),
     constraint one_window_per_run unique (space_id, lane_name, thread_kind, thread_id, first_position, last_position)
 );
+create index windows_without_vector on emem.windows (space_id) where embedding is null;
 comment on table emem.windows is
-  'A vector over a run of consecutive records of one conversation or file (its members).';
+  'A vector over a run of consecutive records of one conversation or file (its members); without one (NULL) until the embedding queue fills it.';
 
 create table emem.window_members (
     window_id bigint not null,
@@ -171,6 +173,39 @@ create table emem.window_members (
     primary key (window_id, record_id)
 );
 create index window_members_by_record on emem.window_members (record_id);
+
+-- The work of the embedding workers (`emem embed`): each record without a vector, and each window
+-- run without a current vector, in each embedding space. Derived from the tables above by the
+-- triggers of 45_embeddings.sql (so not dumped: a restore fills it again as it loads them).
+create table emem.embedding_queue (
+    queue_id bigserial primary key,
+    space_id integer not null,
+    lane_name text not null,
+    -- A record's own vector (record_id), or a window: its run of thread positions in its lane.
+    record_id bigint,
+    thread_kind emem.record_kind,
+    thread_id text,
+    first_position integer,
+    last_position integer,
+    queued_at timestamptz not null default pg_catalog.now(),
+    attempts integer not null default 0,
+    not_before timestamptz,
+    last_error text,
+    constraint record_or_window check (
+        (record_id is not null and thread_kind is null and thread_id is null and first_position is null
+         and last_position is null)
+        or (record_id is null and thread_kind is not null and thread_id is not null and first_position is not null
+            and last_position >= first_position))
+);
+create unique index embedding_queue_one_per_record on emem.embedding_queue (space_id, record_id)
+    where record_id is not null;
+-- Led by the thread, so that the windows holding an edited record are found without a space.
+create unique index embedding_queue_one_per_run on emem.embedding_queue
+    (lane_name, thread_kind, thread_id, first_position, last_position, space_id) where record_id is null;
+create index embedding_queue_in_order on emem.embedding_queue (space_id, queue_id);
+create index embedding_queue_by_lane on emem.embedding_queue (space_id, lane_name);
+comment on table emem.embedding_queue is
+  'What the embedding workers (emem embed) have to do: records and window runs without a current vector in a space; kept by triggers.';
 
 -- Row-level security keeps direct reads inside the reader's lanes (policies: 30_lanes.sql).
 alter table emem.lanes enable row level security;
@@ -184,9 +219,11 @@ alter table emem.edge_labels enable row level security;
 alter table emem.record_vectors enable row level security;
 alter table emem.windows enable row level security;
 alter table emem.window_members enable row level security;
+alter table emem.embedding_queue enable row level security;
 
--- One call per statement: each call updates the extension's catalog row. edge_labels and
--- tag_vocabulary are left out: they are derived, and the triggers rebuild them on restore.
+-- One call per statement: each call updates the extension's catalog row. edge_labels,
+-- tag_vocabulary and embedding_queue are left out: they are derived, and the triggers rebuild
+-- them on restore.
 select pg_catalog.pg_extension_config_dump('emem.lanes', '');
 select pg_catalog.pg_extension_config_dump('emem.agent_profiles', '');
 select pg_catalog.pg_extension_config_dump('emem.profile_lanes', '');

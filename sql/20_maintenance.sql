@@ -102,7 +102,9 @@ create trigger record_tags_truncated after truncate on emem.record_tags
     for each statement execute function emem._forget_tag_counts();
 
 -- What hangs on a deleted record, window, space or profile goes with it (what foreign keys
--- with ON DELETE CASCADE would do); a lane that still holds records cannot be deleted.
+-- with ON DELETE CASCADE would do); a lane that still holds records cannot be deleted. A window
+-- that loses a member goes too: its vector spoke for text that is gone, and what is left of its
+-- run is no longer a run.
 create function emem._delete_dependents() returns trigger
 language plpgsql
 security definer  -- deletes rows of every lane that hang on the deleted ones
@@ -113,13 +115,16 @@ begin
     when 'records' then
         delete from emem.record_tags as t using deleted as d where t.record_id = d.record_id;
         delete from emem.record_vectors as v using deleted as d where v.record_id = d.record_id;
-        delete from emem.window_members as m using deleted as d where m.record_id = d.record_id;
+        delete from emem.windows as w using emem.window_members as m, deleted as d
+            where m.window_id = w.window_id and m.record_id = d.record_id;
+        delete from emem.embedding_queue as q using deleted as d where q.record_id = d.record_id;
         delete from emem.edges as e using deleted as d where d.record_id in (e.from_record_id, e.to_record_id);
     when 'windows' then
         delete from emem.window_members as m using deleted as d where m.window_id = d.window_id;
     when 'embedding_spaces' then
         delete from emem.record_vectors as v using deleted as d where v.space_id = d.space_id;
         delete from emem.windows as w using deleted as d where w.space_id = d.space_id;
+        delete from emem.embedding_queue as q using deleted as d where q.space_id = d.space_id;
     when 'agent_profiles' then
         delete from emem.profile_lanes as p using deleted as d where p.profile_name = d.profile_name;
         delete from emem.role_profiles as r using deleted as d where r.profile_name = d.profile_name;

@@ -52,18 +52,45 @@ begin
 end
 $$;
 comment on function emem.create_embedding_space(text, integer, text, boolean) is
-  'Creates (or returns) the embedding space of a model and dimension, with its HNSW indexes; activate => true makes it the active one.';
+  'Creates (or returns) the embedding space of a model and dimension, with its HNSW indexes, and queues every record and window for embedding in it; activate => true makes it the active one (emem.activate_embedding_space: refused while another is active and this one lacks vectors).';
 
-create function emem.activate_embedding_space(space_id integer) returns void
+-- The switch of models without a blind spot: a space becomes the active one only once it holds
+-- a vector for every record and window (emem embed --space N fills it while the old one answers),
+-- unless forced. The first space has no other to keep answering, so it needs no vectors first.
+create function emem.activate_embedding_space(space_id integer, force boolean default false) returns void
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    space emem.embedding_spaces;
+    coverage jsonb;
 begin
+    if force is null then
+        raise exception 'force must be true or false' using errcode = '22023';
+    end if;
     -- Concurrent activations take turns (each would otherwise see the other's active space gone).
     lock table emem.embedding_spaces in share row exclusive mode;
-    if not exists (select from emem.embedding_spaces as s where s.space_id = activate_embedding_space.space_id) then
+    select * into space from emem.embedding_spaces as s where s.space_id = activate_embedding_space.space_id;
+    if not found then
         raise exception 'unknown embedding space %', coalesce(space_id::text, 'NULL')
             using errcode = '22023', hint = 'See emem.embedding_spaces for the spaces that exist.';
+    end if;
+    if space.is_active then
+        return;
+    end if;
+    if not force and exists (select from emem.embedding_spaces as s where s.is_active) then
+        -- Work the queue missed (its triggers were off during a load) is found here, so that the
+        -- refusal's figures are true; a refusal rolls it back, and emem embed finds it again.
+        perform emem._queue_missing(space.space_id, null);
+        coverage := emem._vector_coverage(space.space_id, null);
+        if (coverage->>'share')::float8 < 1 then
+            raise exception 'embedding space % (%) has vectors for % of % records and % of % windows: activating it now would hide the rest from the vector lookups',
+                space.space_id, space.model_name, coverage->>'records_with_vector', coverage->>'records',
+                coverage->>'windows_with_vector', coverage->>'windows'
+                using errcode = '55000',
+                      hint = pg_catalog.format('Fill it first with emem embed --space %s (the active space answers meanwhile),'
+                                               ' or pass force => true to switch anyway.', space.space_id);
+        end if;
     end if;
     update emem.embedding_spaces as s set is_active = false
         where s.is_active and s.space_id <> activate_embedding_space.space_id;
@@ -71,7 +98,8 @@ begin
         where s.space_id = activate_embedding_space.space_id;
 end
 $$;
-comment on function emem.activate_embedding_space(integer) is 'Makes the given embedding space the one active space.';
+comment on function emem.activate_embedding_space(integer, boolean) is
+  'Makes the given embedding space the one active space. While another is active, it refuses (SQLSTATE 55000, with the figures) until the space holds a vector for every record and window, unless force => true.';
 
 -- The space a vector is written to: the given one, or the active one.
 create function emem._resolve_space(space_id integer) returns emem.embedding_spaces
@@ -319,10 +347,18 @@ begin
         select case when stored_ids[n] is null then pg_catalog.nextval('emem.records_record_id_seq') end
         from pg_catalog.generate_series(1, item_count) as n);
 
-    -- Records first, in a statement of their own, so that the tags and vectors below follow
-    -- them; a key a concurrent writer stored meanwhile is skipped. Rows are written in the
-    -- order of their lane and key, so that concurrent writers of the same keys take the same
-    -- locks in the same order.
+    -- Vectors before their records, so that a record written with its vector is never queued
+    -- for embedding (emem.embedding_queue); those of records not written after all go below.
+    if dimension is not null then
+        insert into emem.record_vectors (space_id, record_id, embedding)
+        select space.space_id, new_ids[n], public.l2_normalize(vectors[n])
+        from pg_catalog.generate_series(1, item_count) as n
+        where vectors[n] is not null and new_ids[n] is not null;
+    end if;
+
+    -- Records in a statement of their own, so that the tags below follow them; a key a
+    -- concurrent writer stored meanwhile is skipped. Rows are written in the order of their lane
+    -- and key, so that concurrent writers of the same keys take the same locks in the same order.
     with inserted as (
         insert into emem.records (record_id, kind, content, lane_name, authority, occurred_at,
                                   thread_id, thread_position, metadata, source_key)
@@ -346,11 +382,11 @@ begin
     cross join lateral pg_catalog.jsonb_array_elements_text(coalesce(i.item->'tags', '[]')) as t(tag)
     where new_ids[i.n] in (select pg_catalog.unnest(created_ids));
 
-    if dimension is not null then
-        insert into emem.record_vectors (space_id, record_id, embedding)
-        select space.space_id, new_ids[n], public.l2_normalize(vectors[n])
-        from pg_catalog.generate_series(1, item_count) as n
-        where vectors[n] is not null and new_ids[n] in (select pg_catalog.unnest(created_ids));
+    if dimension is not null and pg_catalog.cardinality(created_ids)
+                                 < pg_catalog.cardinality(pg_catalog.array_remove(new_ids, null)) then
+        delete from emem.record_vectors as v
+        where v.space_id = space.space_id and v.record_id = any (pg_catalog.array_remove(new_ids, null))
+          and v.record_id <> all (created_ids);
     end if;
 
     return query
@@ -550,7 +586,9 @@ begin
         raise exception 'a window needs an array of 1 to 1000 record ids without NULLs' using errcode = '22023';
     end if;
     perform emem._require_record(m, 'window member', true) from pg_catalog.unnest(member_record_ids) as m;
-    perform emem._check_vector(embedding, space, 'the window vector');
+    if embedding is not null then
+        perform emem._check_vector(embedding, space, 'the window vector');
+    end if;
     select pg_catalog.min(r.kind) as kind, pg_catalog.count(distinct r.kind) as kinds,
            pg_catalog.min(r.thread_id) as thread_id, pg_catalog.count(distinct r.thread_id) as threads,
            pg_catalog.min(r.lane_name) as lane_name, pg_catalog.count(distinct r.lane_name) as lanes,
@@ -576,7 +614,7 @@ begin
     insert into emem.windows as w (space_id, lane_name, thread_kind, thread_id, first_position, last_position, embedding)
         values (space.space_id, run.lane_name, run.kind, run.thread_id, run.first_position, run.last_position,
                 public.l2_normalize(embedding))
-        on conflict on constraint one_window_per_run do update set embedding = excluded.embedding
+        on conflict on constraint one_window_per_run do update set embedding = coalesce(excluded.embedding, w.embedding)
         returning w.window_id into new_window_id;
     insert into emem.window_members (window_id, record_id)
         select new_window_id, m from pg_catalog.unnest(member_record_ids) as m
@@ -585,4 +623,4 @@ begin
 end
 $$;
 comment on function emem.put_window(bigint[], public.vector, integer) is
-  'Stores a window: a vector over consecutive records of one conversation or file (its members); the same run again replaces its vector. Returns the window id.';
+  'Stores a window: a vector over consecutive records of one conversation or file (its members); the same run again replaces its vector. A NULL vector stores the window without one, for the embedding queue to fill (a stored vector is kept). Returns the window id.';

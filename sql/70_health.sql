@@ -1,16 +1,24 @@
--- Health: does the embedding gateway's declared model match the active space and its vectors?
--- Degraded is not an outage: e_gather_find answers from the exact lookups meanwhile.
+-- Health: does the embedding gateway's declared model match the active space and its vectors,
+-- and does every record and window have a current vector there? Degraded is not an outage:
+-- e_gather_find answers from the exact lookups meanwhile.
+--
+-- Agents call it too: the coverage it reports counts the lanes the caller reads (the extension's
+-- owner: every lane), so that an agent learns nothing of other lanes' sizes.
 
 create function emem.e_health(
     model_name text, dimension integer, fingerprint text default null
 ) returns jsonb
 language plpgsql stable
+security definer  -- counts the coverage of the acting role's readable lanes only
 set search_path = pg_catalog, pg_temp
 as $$
 declare
     space emem.embedding_spaces;
     reasons text[] := '{}';
     stored_dimensions integer[];
+    lanes text[] := emem._lanes_of(emem._acting_role(), false);
+    coverage jsonb;
+    threshold double precision := emem._vector_coverage_threshold();
 begin
     if pg_catalog.length(model_name) > 200 or pg_catalog.length(fingerprint) > 200 then
         raise exception 'model_name and fingerprint must be at most 200 characters' using errcode = '22023';
@@ -36,9 +44,17 @@ begin
         -- Writes check dimensions; a sample still catches rows written around the API.
         select pg_catalog.array_agg(distinct public.vector_dims(sample.embedding)) into stored_dimensions
         from (select rv.embedding from emem.record_vectors as rv
-              where rv.space_id = space.space_id limit 1000) as sample;
+              where rv.space_id = space.space_id
+                and (lanes is null or exists (select from emem.records as r
+                                              where r.record_id = rv.record_id and r.lane_name = any (lanes)))
+              limit 1000) as sample;
         if stored_dimensions is not null and stored_dimensions <> array[space.dimension] then
             reasons := pg_catalog.array_append(reasons, 'stored_vectors_mismatch');
+        end if;
+        coverage := emem._vector_coverage(space.space_id, lanes) || pg_catalog.jsonb_build_object(
+            'lanes', case when lanes is null then 'all' else 'readable' end, 'threshold', threshold);
+        if (coverage->>'share')::float8 < threshold then
+            reasons := pg_catalog.array_append(reasons, 'vectors_incomplete');
         end if;
     end if;
     return pg_catalog.jsonb_build_object(
@@ -49,8 +65,9 @@ begin
         'active_space', case when space.space_id is null then null else pg_catalog.jsonb_build_object(
             'space_id', space.space_id, 'model_name', space.model_name, 'dimension', space.dimension,
             'fingerprint', space.fingerprint) end,
-        'stored_vector_dimensions', pg_catalog.to_jsonb(stored_dimensions));
+        'stored_vector_dimensions', pg_catalog.to_jsonb(stored_dimensions),
+        'coverage', coverage);
 end
 $$;
 comment on function emem.e_health(text, integer, text) is
-  'ok or degraded, with reasons (declaration_unreadable, no_active_space, model_mismatch, dimension_mismatch, fingerprint_mismatch, stored_vectors_mismatch), for the model the embedding gateway declares (NULLs: it could not be read).';
+  'ok or degraded, with reasons (declaration_unreadable, no_active_space, model_mismatch, dimension_mismatch, fingerprint_mismatch, stored_vectors_mismatch, vectors_incomplete), for the model the embedding gateway declares (NULLs: it could not be read); coverage: the active space''s records and windows with a current vector, in the lanes the caller reads, degraded below emem.vector_coverage_threshold.';

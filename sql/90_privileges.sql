@@ -26,5 +26,10 @@ grant execute on function
     emem.untag_record(bigint, text[]),
     emem.link_records(bigint, bigint, text, jsonb),
     emem.put_record_vector(bigint, public.vector, integer),
-    emem.put_window(bigint[], public.vector, integer)
+    emem.put_window(bigint[], public.vector, integer),
+    emem.embedding_coverage(integer),
+    emem.queue_missing_embeddings(integer),
+    emem.claim_embeddings(integer, integer),
+    emem.store_embeddings(bigint[], public.vector[]),
+    emem.defer_embeddings(bigint[], text, double precision)
 to public;

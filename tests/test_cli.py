@@ -88,9 +88,11 @@ def test_init_creates_the_space_lanes_profiles_and_bindings(
         "space_id": 1,
         "model_name": "test-hash-8",
         "dimension": 8,
+        "active": True,
         "lanes": ["team", "docs"],
         "profiles": {"reader": ["team", "docs"]},
         "bindings": {role: "reader"},
+        "active_space_id": 1,
     }
     assert db.execute("select model_name, dimension, is_active from emem.embedding_spaces").fetchall() == [
         ("test-hash-8", 8, True)

@@ -1060,7 +1060,7 @@ def test_put_window_refuses_members_that_are_no_run_of_one_thread(corpus: Corpus
         verdict = combine(
             VALID if is_run else INVALID,
             INVALID if SPACES[space] is None else VALID,
-            vector_verdict(vector, SPACES[space], null_is_valid=False),
+            vector_verdict(vector, SPACES[space], null_is_valid=True),  # NULL: queued for embedding
         )
         result = guard.call(
             "select emem.put_window(%s::bigint[], %s::vector, %s::integer)",
@@ -1163,14 +1163,14 @@ def test_embedding_spaces_refuse_bad_models_and_dimensions(corpus: Corpus) -> No
         )
         if activate:
             spaces = {r[0] for r in corpus.db.execute("select space_id from emem.embedding_spaces")}
-            guard.call(
-                "select emem.activate_embedding_space(%s::integer)",
+            guard.call(  # forced: the fuzz corpus's other spaces lack vectors (test_embed tests the refusal)
+                "select emem.activate_embedding_space(%s::integer, true)",
                 (activate_id,),
                 VALID if activate_id in spaces else INVALID,
                 function="activate_embedding_space",
                 expected_state="22",
             )
-            corpus.db.execute("select emem.activate_embedding_space(1)")
+            corpus.db.execute("select emem.activate_embedding_space(1, true)")
             guard.state = guard.snapshot()
 
     run()

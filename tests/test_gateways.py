@@ -1,98 +1,22 @@
-"""The OpenAI-compatible gateway against a real local HTTP server, and what health and find
-make of each way it can fail.
-
-The server speaks the OpenAI embeddings API on 127.0.0.1 and answers each text with a
-deterministic vector, so a record whose content is the question sits at distance 0.
+"""The OpenAI-compatible gateway against a real local HTTP server (tests/embeddings_service.py),
+and what health and find make of each way it can fail.
 """
 
-import json
 import random
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import psycopg
 import pytest
+from embeddings_service import FakeService, vector_for
 
 from emem_client import Client, GatewayError, OpenAIGateway, fingerprint_of
 
 MODEL = "fake-embed-8"
 QUESTION = "When is invoice INV-2031 from Kowalski due?"
 CONTENTS = [QUESTION, "The office plants need water", "Lunch is at noon on Fridays"]
-
-
-def vector_for(text: str, dimension: int, variant: str) -> list[float]:
-    generator = random.Random(f"{variant}|{text}")
-    return [generator.uniform(-1, 1) for _ in range(dimension)]
-
-
-@dataclass
-class Behaviour:
-    """How the fake embeddings service answers; tests change it while it runs."""
-
-    dimension: int = 8
-    variant: str = "model-a"
-    delay: float = 0.0
-    failures_left: int = 0  # answer 503 this many times first
-    garbage: bool = False
-    requests: list[dict[str, Any]] = field(default_factory=list)
-
-
-class EmbeddingsHandler(BaseHTTPRequestHandler):
-    behaviour: Behaviour
-
-    def do_POST(self) -> None:
-        behaviour = self.behaviour
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        behaviour.requests.append({"path": self.path, "body": body, "authorization": self.headers["Authorization"]})
-        time.sleep(behaviour.delay)
-        if behaviour.failures_left > 0:
-            behaviour.failures_left -= 1
-            return self._answer(503, {"error": {"message": "warming up"}})
-        if behaviour.garbage:
-            return self._answer(200, {"data": "not a list of embeddings"})
-        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        data = [
-            {"object": "embedding", "index": n, "embedding": vector_for(text, behaviour.dimension, behaviour.variant)}
-            for n, text in enumerate(texts)
-        ]
-        data.reverse()  # the API does not promise order; the gateway sorts by index
-        self._answer(200, {"object": "list", "model": body["model"], "data": data, "usage": {"prompt_tokens": 0}})
-
-    def _answer(self, status: int, payload: dict[str, Any]) -> None:
-        encoded = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(encoded)))
-        self.end_headers()
-        self.wfile.write(encoded)
-
-    def log_message(self, *_: Any) -> None:
-        pass
-
-
-@dataclass
-class FakeService:
-    base_url: str
-    behaviour: Behaviour
-
-
-@pytest.fixture
-def service() -> Iterator[FakeService]:
-    behaviour = Behaviour()
-    handler = type("Handler", (EmbeddingsHandler,), {"behaviour": behaviour})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    server.block_on_close = False  # a handler still sleeping for the timeout test must not hold up teardown
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield FakeService(f"http://127.0.0.1:{server.server_port}/v1", behaviour)
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.fixture

@@ -24,6 +24,9 @@ MAX_DECLARATION_CHARS = 200
 WORST_DISTANCE = 2.0
 DEGRADED_NO_VECTOR = "no_vector"
 DEGRADED_DECLARATION_MISMATCH = "declaration_mismatch"
+# The vector lookups ran, over a space where records or windows the caller reads lack a current
+# vector (below emem.vector_coverage_threshold): those are found by the exact lookups only.
+DEGRADED_VECTORS_INCOMPLETE = "vectors_incomplete"
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,8 @@ class Gather:
             vector, degraded_reason = None, DEGRADED_DECLARATION_MISMATCH
         if vector is not None:
             vector = self.unit_vector(vector, space)
+            if space is not None and self.space_incomplete(space, caller, settings.coverage_threshold):
+                degraded_reason = DEGRADED_VECTORS_INCOMPLETE
         lanes = tuple(sorted(caller.lanes)) if settings.strict and not caller.reads_all else None
         return Request(
             question,
@@ -132,6 +137,19 @@ class Gather:
             lanes,
             degraded_reason,
             settings.strict,
+        )
+
+    def space_incomplete(self, space: Space, caller: Caller, threshold: float) -> bool:
+        """Whether the space lacks vectors below the threshold, counted in the lanes the caller
+        reads (an agent learns nothing of other lanes from it)."""
+        lanes = None if caller.reads_all else sorted(caller.lanes)
+        return bool(
+            self.plpy.execute(
+                self.state.plan(
+                    "select emem._coverage_below($1, $2, $3) as below", ["integer", "text[]", "double precision"]
+                ),
+                [space.space_id, lanes, threshold],
+            )[0]["below"]
         )
 
     def active_space(self) -> Space | None:
@@ -209,7 +227,7 @@ class Gather:
             "page_size": page_size,
             "total_candidates": result.total,
             "total_pages": math.ceil(result.total / page_size),
-            "degraded": request.degraded,
+            "degraded": answer_degraded(request),
             "degraded_reason": request.degraded_reason,
             "pipeline_profile": request.weights,
             "lane_isolation": lane_isolation(request),
@@ -319,7 +337,7 @@ class Gather:
             },
             "pipeline_profile": request.weights,
             "lane_isolation": lane_isolation(request),
-            "degraded": request.degraded,
+            "degraded": answer_degraded(request),
             "degraded_reason": request.degraded_reason,
             "active_space": {
                 "space_id": request.space.space_id,
@@ -345,6 +363,12 @@ class Gather:
         }
         explained["merge_milliseconds"] = result.timings["merge"]
         return explained
+
+
+def answer_degraded(request: Request) -> bool:
+    """Whether the answer is less than a complete space would give: without a question vector (the
+    vector lookups did not run), or with one over a space whose vectors are incomplete."""
+    return request.degraded_reason is not None
 
 
 def runnable(request: Request) -> list[str]:

@@ -8,7 +8,8 @@ agent, a setting comes from its agent profile (emem.set_agent_setting), else the
 """
 
 import json
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from emem_db.entry import Backend
@@ -43,6 +44,15 @@ def _isolation(value: str) -> None:
         raise SettingError(f"emem.lane_isolation = {value!r}; accepted: {', '.join(LANE_ISOLATION_MODES)}")
 
 
+def _share(value: str) -> None:
+    try:
+        share = float(value)
+    except ValueError:
+        share = math.nan
+    if not 0 <= share <= 1:
+        raise SettingError(f"emem.vector_coverage_threshold = {value!r}; accepted: a number from 0 to 1")
+
+
 @dataclass(frozen=True)
 class Setting:
     default: str
@@ -54,6 +64,9 @@ SETTINGS: dict[str, Setting] = {
     "emem.record_vector_candidates": Setting("100", _candidate_count("emem.record_vector_candidates")),
     "emem.window_vector_candidates": Setting("20", _candidate_count("emem.window_vector_candidates")),
     "emem.lane_isolation": Setting("seed", _isolation),
+    # Below this share of records and windows with a current vector of the active space, health
+    # and finds say vectors_incomplete; 1: every one.
+    "emem.vector_coverage_threshold": Setting("1", _share),
 }
 
 
@@ -70,6 +83,7 @@ class FindSettings:
     pipeline_profile: dict[str, float]
     candidate_counts: dict[str, int]
     strict: bool
+    coverage_threshold: float
 
 
 def find_settings(values: dict[str, str | None]) -> FindSettings:
@@ -84,7 +98,29 @@ def find_settings(values: dict[str, str | None]) -> FindSettings:
             "window_vectors": int(chosen["emem.window_vector_candidates"]),
         },
         chosen["emem.lane_isolation"].strip().lower() == "strict",
+        coverage_threshold(chosen),
     )
+
+
+def coverage_threshold(values: Mapping[str, str | None]) -> float:
+    """emem.vector_coverage_threshold from the values (missing or empty: the default), checked."""
+    value = values.get("emem.vector_coverage_threshold") or SETTINGS["emem.vector_coverage_threshold"].default
+    check_setting("emem.vector_coverage_threshold", value)
+    return float(value)
+
+
+def acting_role_values(state: Backend) -> dict[str, str | None]:
+    """The values the acting role runs under: its session's when it reads every lane, else what the
+    owner set for its agent profile (none: the database's and the files')."""
+    row = state.plpy.execute(
+        state.plan(
+            """select emem._reads_everything(emem._acting_role()) as reads_all,
+                      (select rp.profile_name from emem.role_profiles as rp
+                       where rp.role_id = emem._acting_role()) as profile""",
+            [],
+        )
+    )[0]
+    return session_values(state) if row["reads_all"] else owner_values(state, row["profile"] or "")
 
 
 def session_values(state: Backend) -> dict[str, str | None]:

@@ -6,7 +6,8 @@
 -- write API as SECURITY DEFINER functions acting for the session's role, no foreign keys between
 -- the dumped tables (pg_restore -j), tags and the tag vocabulary per lane, read and write lanes,
 -- bindings by role identity, owner-set settings per agent profile, record kinds and the name
--- rule defined once, text searched in NFC.
+-- rule defined once, text searched in NFC, an embedding queue (emem embed) and a model switch
+-- without a blind spot.
 
 \echo Use "ALTER EXTENSION emem UPDATE" to load this file. \quit
 
@@ -197,5 +198,46 @@ alter table emem.windows alter column thread_kind type emem.record_kind using th
 -- edge_labels.label_terms is a stored generated column over emem._label_terms: rows keep the
 -- terms 0.1.1 computed until they are written again (tag_vocabulary was rebuilt above).
 update emem.edge_labels set label = label;
+
+-- ---- embeddings that stay true: a queue of what lacks a vector, windows without one ----------
+alter table emem.windows alter column embedding drop not null;
+create index windows_without_vector on emem.windows (space_id) where embedding is null;
+comment on table emem.windows is
+  'A vector over a run of consecutive records of one conversation or file (its members); without one (NULL) until the embedding queue fills it.';
+
+-- The work of the embedding workers (`emem embed`): each record without a vector, and each window
+-- run without a current vector, in each embedding space. Derived from the tables above by the
+-- triggers of 45_embeddings.sql (so not dumped: a restore fills it again as it loads them).
+create table emem.embedding_queue (
+    queue_id bigserial primary key,
+    space_id integer not null,
+    lane_name text not null,
+    -- A record's own vector (record_id), or a window: its run of thread positions in its lane.
+    record_id bigint,
+    thread_kind emem.record_kind,
+    thread_id text,
+    first_position integer,
+    last_position integer,
+    queued_at timestamptz not null default pg_catalog.now(),
+    attempts integer not null default 0,
+    not_before timestamptz,
+    last_error text,
+    constraint record_or_window check (
+        (record_id is not null and thread_kind is null and thread_id is null and first_position is null
+         and last_position is null)
+        or (record_id is null and thread_kind is not null and thread_id is not null and first_position is not null
+            and last_position >= first_position))
+);
+create unique index embedding_queue_one_per_record on emem.embedding_queue (space_id, record_id)
+    where record_id is not null;
+-- Led by the thread, so that the windows holding an edited record are found without a space.
+create unique index embedding_queue_one_per_run on emem.embedding_queue
+    (lane_name, thread_kind, thread_id, first_position, last_position, space_id) where record_id is null;
+create index embedding_queue_in_order on emem.embedding_queue (space_id, queue_id);
+create index embedding_queue_by_lane on emem.embedding_queue (space_id, lane_name);
+comment on table emem.embedding_queue is
+  'What the embedding workers (emem embed) have to do: records and window runs without a current vector in a space; kept by triggers.';
+
+alter table emem.embedding_queue enable row level security;
 
 -- ---- 0.2.0's code, as a fresh install creates it, follows ----------------------------------

@@ -1,5 +1,6 @@
 """The two vector lookups: the nearest record vectors and window vectors of the active space,
-by HNSW; a window adds every record it was made from, at the window's distance. Under strict
+by HNSW; a window adds every record it was made from, at the window's distance. A window whose
+vector is stale (NULL until the embedding queue fills it again) takes no part. Under strict
 isolation the scans are filtered to the readable lanes (iterative HNSW scans), so that no other
 lane's volume can push readable records out of the nearest."""
 
@@ -18,11 +19,12 @@ def record_vectors(reader: Reader) -> FetchedList:
 
 
 def window_vectors(reader: Reader) -> FetchedList:
+    lanes = fragments.in_lanes("w.lane_name", reader.lanes_sql)
     sql = f"""
         with nearest as (
             select w.window_id, {reader.vector_distance_sql("w.embedding")} as distance
             from emem.windows as w
-            where w.space_id = {reader.space.space_id:d}{fragments.in_lanes("w.lane_name", reader.lanes_sql)}
+            where w.space_id = {reader.space.space_id:d} and w.embedding is not null{lanes}
             order by distance limit $2
         )
         select m.record_id, pg_catalog.min(n.distance) as distance,

@@ -1,0 +1,211 @@
+"""The embedding worker behind `emem embed`: drains one space's embedding queue through the
+gateway of that space's model.
+
+Each batch is one transaction: claim entries (they stay locked, so other workers skip them),
+embed their texts through the gateway, store the vectors, commit. A worker killed at any point
+loses at most its batch's gateway work: the transaction rolls back and the entries are queued as
+before, for it or another worker; nothing is stored twice. A gateway that is down or slow is tried
+again with exponential backoff (a one-shot run gives up after `retries` failures in a row, a
+following one never); a text the gateway refuses (a bad answer) is put back with its error for
+later, so the rest goes on.
+
+Who may run it: the extension's owner works every lane; an agent's role the lanes its agent
+profile both reads and writes (the database decides).
+"""
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from tqdm import tqdm
+
+from emem_client import calls
+from emem_client.client import Client, run_on
+from emem_client.gateways import GATEWAY_BAD_ANSWER, GatewayError
+from emem_client.types import EmbeddingCoverage, EmbeddingSpace
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+MAX_REASON_CHARS = 1000  # what emem.defer_embeddings keeps of why a text was refused
+
+
+class EmbedError(Exception):
+    """The worker cannot go on: no space for the gateway's model, a gateway of another model, or a
+    gateway that kept failing. The message says what to do."""
+
+
+@dataclass(frozen=True)
+class EmbedOptions:
+    space_id: int | None = None  # None: the space of the gateway's model
+    batch_size: int = 64  # texts per claim, gateway call and store
+    follow: bool = False  # keep draining as new work arrives, until stopped
+    poll_interval: float = 2.0  # seconds between looks at an empty queue (follow)
+    retries: int = 5  # failed gateway calls in a row before a one-shot run gives up
+    backoff: float = 1.0  # seconds before the first retry; doubled for each further one
+    max_backoff: float = 60.0
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.batch_size <= 1000:
+            raise ValueError(f"the batch size must be from 1 to 1000, got {self.batch_size}")
+        if not self.poll_interval > 0:
+            raise ValueError(f"the poll interval must be more than 0 seconds, got {self.poll_interval}")
+        if self.retries < 0:
+            raise ValueError(f"retries must be 0 or more, got {self.retries}")
+        if not 0 <= self.backoff <= self.max_backoff <= 86400:
+            raise ValueError(
+                f"the backoff must be from 0 to the longest backoff, at most 86400 seconds; "
+                f"got {self.backoff} and {self.max_backoff}"
+            )
+
+    def delay(self, failures: int) -> float:
+        """Seconds to wait after `failures` failures in a row (1 or more)."""
+        return min(self.max_backoff, self.backoff * 2.0 ** (failures - 1))
+
+
+@dataclass
+class EmbedReport:
+    space_id: int
+    model_name: str
+    records_embedded: int = 0
+    windows_embedded: int = 0
+    refused: int = 0  # texts the gateway refused in this run: queued again for later
+    refusal: str | None = None  # why the last of them was refused
+    seconds: float = 0.0
+    coverage: EmbeddingCoverage | None = None  # after the run, in the lanes the caller reads
+
+
+def embed_queue(client: Client, options: EmbedOptions | None = None) -> EmbedReport:
+    """Drains the queue of the space (see EmbedOptions) through the client's gateway; returns what it did."""
+    return EmbedWorker(client, options or EmbedOptions()).run()
+
+
+class EmbedWorker:
+    def __init__(self, client: Client, options: EmbedOptions) -> None:
+        self.client = client
+        self.options = options
+
+    def run(self) -> EmbedReport:
+        space = self.with_retries(self.target_space)
+        self.client.run(calls.queue_missing_embeddings(space.space_id))
+        report = EmbedReport(space.space_id, space.model_name)
+        started = time.monotonic()
+        missing = self.client.embedding_coverage(space.space_id).missing
+        bar = tqdm(total=missing, unit="text", desc=f"embed {space.model_name}", disable=not self.options.progress)
+        with bar:
+            while True:
+                done = self.with_retries(lambda: self.one_batch(space, report))
+                if done:
+                    bar.update(done)
+                    continue
+                if not self.options.follow:
+                    break
+                time.sleep(self.options.poll_interval)
+                if self.options.progress:
+                    bar.total = bar.n + self.client.embedding_coverage(space.space_id).missing
+                    bar.refresh()
+        report.seconds = time.monotonic() - started
+        report.coverage = self.client.embedding_coverage(space.space_id)
+        return report
+
+    def with_retries(self, attempt: Callable[[], T]) -> T:
+        """The attempt's answer; a gateway failure is tried again after a growing pause."""
+        failures = 0
+        while True:
+            try:
+                return attempt()
+            except GatewayError as error:
+                failures += 1
+                if not self.options.follow and failures > self.options.retries:
+                    raise EmbedError(
+                        f"the embedding gateway failed {failures} times in a row ({error}); what is not "
+                        "embedded stays queued: run emem embed again when the gateway is back"
+                    ) from error
+                pause = self.options.delay(failures)
+                logger.warning("the embedding gateway failed (%s); trying again in %.1f s", error, pause)
+                time.sleep(pause)
+
+    def target_space(self) -> EmbeddingSpace:
+        """The space to fill, checked against the gateway's model (its vectors belong nowhere else)."""
+        declaration = self.client.gateway.declaration()
+        if self.options.space_id is None:
+            space = self.client.run(calls.space_of_model(declaration))
+            if space is None:
+                raise EmbedError(
+                    f"there is no embedding space for the gateway's model {declaration.model_name} "
+                    f"({declaration.dimension} dimensions): create it first with emem init (the extension's owner)"
+                )
+        else:
+            space = self.client.run(calls.embedding_space(self.options.space_id))
+            if space is None:
+                raise EmbedError(f"there is no embedding space {self.options.space_id} (see emem.embedding_spaces)")
+        self.check_gateway(space)
+        return space
+
+    def check_gateway(self, space: EmbeddingSpace) -> None:
+        """Before each batch too: a gateway whose model changed must not fill this space."""
+        problem = calls.declaration_problem(self.client.gateway.declaration(), space)
+        if problem is not None:
+            raise EmbedError(f"{problem.message}: embed with the gateway of that space's model")
+
+    def one_batch(self, space: EmbeddingSpace, report: EmbedReport) -> int:
+        """Claims, embeds and stores one batch in one transaction; returns how many entries it took."""
+        self.check_gateway(space)
+        with self.client.transaction() as connection:
+            work = run_on(connection, calls.claim_embeddings(space.space_id, self.options.batch_size))
+            if not work:
+                return 0
+            vectors, refused = self.embed(work)
+            embedded = [item for item in work if item.queue_id in vectors]
+            if embedded:
+                run_on(
+                    connection,
+                    calls.store_embeddings(
+                        [item.queue_id for item in embedded], [vectors[item.queue_id] for item in embedded]
+                    ),
+                )
+            for item, error in refused:
+                run_on(
+                    connection,
+                    calls.defer_embeddings(
+                        [item.queue_id],
+                        error.message[:MAX_REASON_CHARS] or error.reason,
+                        self.options.delay(item.attempts + 1),
+                    ),
+                )
+        report.records_embedded += sum(1 for item in embedded if item.record_id is not None)
+        report.windows_embedded += sum(1 for item in embedded if item.record_id is None)
+        report.refused += len(refused)
+        if refused:
+            report.refusal = refused[-1][1].message
+        return len(work)
+
+    def embed(
+        self, work: list[calls.EmbeddingWork]
+    ) -> tuple[dict[int, list[float]], list[tuple[calls.EmbeddingWork, GatewayError]]]:
+        """Vectors by queue id, and the items the gateway refused with why. A batch it refuses is
+        tried text by text, so one bad text costs only itself; any other failure (down, slow) is
+        raised, for the whole batch to be tried again."""
+        try:
+            return dict(zip([item.queue_id for item in work], self.vectors(work), strict=True)), []
+        except GatewayError as error:
+            if error.reason != GATEWAY_BAD_ANSWER:
+                raise
+            if len(work) == 1:
+                return {}, [(work[0], error)]
+        vectors: dict[int, list[float]] = {}
+        refused: list[tuple[calls.EmbeddingWork, GatewayError]] = []
+        for item in work:
+            one_vectors, one_refused = self.embed([item])
+            vectors |= one_vectors
+            refused += one_refused
+        return vectors, refused
+
+    def vectors(self, work: list[calls.EmbeddingWork]) -> list[list[float]]:
+        vectors = self.client.embed([item.text for item in work])
+        if len(vectors) != len(work):
+            raise GatewayError(GATEWAY_BAD_ANSWER, f"expected {len(work)} vectors, got {len(vectors)}")
+        return vectors
