@@ -1,5 +1,6 @@
 """A generated corpus for the evaluation: near-duplicate invoices with exact codes, figures,
 vendor names, labels and edges; project notes; conversations; and questions with gold records.
+labels.py adds labels as people write them, dialogue.py long conversations of named speakers.
 
 Everything is drawn from one seeded random generator, so a run is repeatable.
 """
@@ -60,7 +61,7 @@ def vendor_name(rng: random.Random) -> str:
     return "".join(rng.choice(SYLLABLES) for _ in range(3)).capitalize()
 
 
-def build_corpus(seed: int = 11, vendors: int = 12, invoices_per_vendor: int = 10) -> Corpus:
+def build_corpus(seed: int = 11, vendors: int = 12, invoices_per_vendor: int = 10, extended: bool = True) -> Corpus:
     rng = random.Random(seed)
     corpus = Corpus()
     names = sorted({vendor_name(rng) for _ in range(vendors * 2)})[:vendors]
@@ -132,6 +133,14 @@ def build_corpus(seed: int = 11, vendors: int = 12, invoices_per_vendor: int = 1
             )
         )
     add_conversations(rng, corpus, names)
+    if not extended:
+        return corpus
+    # The parts added for issue 19 draw from their own generators: the parts above stay as they were.
+    from dialogue import add_dialogue_part  # they build on this module's types
+    from labels import add_label_part
+
+    add_label_part(random.Random(seed + 1), corpus)
+    add_dialogue_part(random.Random(seed + 2), corpus)
     return corpus
 
 

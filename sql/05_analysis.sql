@@ -10,7 +10,7 @@ from emem_db.entry import backend
 return backend(GD, plpy, "@EXTVERSION@").label_terms(label)
 $$;
 comment on function emem._label_terms(text) is
-  'The normalised words of a label (tag, relation name, property value): lower-case WordNet lemmas, stop words dropped, codes kept whole.';
+  'The terms of a label (tag, relation name, property value): lower-case WordNet lemmas, a key: namespace left out, compound words as their parts, codes kept whole, stop words dropped unless the label has nothing else.';
 
 create function emem.analyse_question(question text) returns jsonb
 language plpython3u immutable strict parallel safe
@@ -20,10 +20,10 @@ import json
 from emem_db.entry import backend
 analysis = backend(GD, plpy, "@EXTVERSION@").analyse(question)
 return json.dumps({"terms": analysis.terms, "known_words": analysis.known_words,
-                   "unknown_terms": analysis.unknown_terms})
+                   "unknown_terms": analysis.unknown_terms, "stop_words": analysis.stop_words})
 $$;
 comment on function emem.analyse_question(text) is
-  'How e_gather_find reads a question (at most 10000 characters): its normalised terms, the words WordNet knows, and the terms full text searches (unknown to WordNet, or figures).';
+  'How e_gather_find reads a question (at most 10000 characters): its normalised terms (matched against labels), the words WordNet knows, the terms full text searches (unknown to WordNet, or figures), and its stop words (matched only by labels made of stop words).';
 
 -- OR of tsqueries, for the full-text lookup's terms.
 create aggregate emem._tsquery_any(tsquery) (sfunc = pg_catalog.tsquery_or, stype = tsquery);

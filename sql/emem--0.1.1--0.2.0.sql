@@ -76,7 +76,7 @@ from emem_db.entry import backend
 return backend(GD, plpy, "0.2.0").label_terms(label)
 $$;
 comment on function emem._label_terms(text) is
-  'The normalised words of a label (tag, relation name, property value): lower-case WordNet lemmas, stop words dropped, codes kept whole.';
+  'The terms of a label (tag, relation name, property value): lower-case WordNet lemmas, a key: namespace left out, compound words as their parts, codes kept whole, stop words dropped unless the label has nothing else.';
 create or replace function emem.analyse_question(question text) returns jsonb
 language plpython3u immutable strict parallel safe
 set search_path = pg_catalog, pg_temp
@@ -85,10 +85,10 @@ import json
 from emem_db.entry import backend
 analysis = backend(GD, plpy, "0.2.0").analyse(question)
 return json.dumps({"terms": analysis.terms, "known_words": analysis.known_words,
-                   "unknown_terms": analysis.unknown_terms})
+                   "unknown_terms": analysis.unknown_terms, "stop_words": analysis.stop_words})
 $$;
 comment on function emem.analyse_question(text) is
-  'How e_gather_find reads a question (at most 10000 characters): its normalised terms, the words WordNet knows, and the terms full text searches (unknown to WordNet, or figures).';
+  'How e_gather_find reads a question (at most 10000 characters): its normalised terms (matched against labels), the words WordNet knows, the terms full text searches (unknown to WordNet, or figures), and its stop words (matched only by labels made of stop words).';
 alter aggregate emem.tsquery_any(tsquery) rename to _tsquery_any;
 
 -- ---- names and kinds, defined once ---------------------------------------------------------
@@ -193,6 +193,11 @@ create unique index edges_one_per_link on emem.edges (from_record_id, to_record_
 
 alter table emem.windows alter column thread_kind type emem.record_kind using thread_kind::emem.record_kind,
     add constraint thread_kind_has_thread check (emem._has_thread(thread_kind));
+
+-- ---- labels analysed as 0.2.0 does (namespaces, compound words, codes, stop-word labels) ------
+-- edge_labels.label_terms is a stored generated column over emem._label_terms: rows keep the
+-- terms 0.1.1 computed until they are written again (tag_vocabulary was rebuilt above).
+update emem.edge_labels set label = label;
 
 -- ---- embeddings that stay true: a queue of what lacks a vector, windows without one ----------
 alter table emem.windows alter column embedding drop not null;

@@ -13,6 +13,7 @@ LAYERS = [
     ["settings", "totals"],
     ["profile"],
     ["registry"],
+    ["lookups.threads"],
     ["lookups.tags", "lookups.fulltext", "lookups.vectors"],
     ["lists.tiered"],
     ["lists.broad", "lists.scored", "lists.fetched"],

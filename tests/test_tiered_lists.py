@@ -4,12 +4,14 @@ merge reaches. A tiered reading gives exactly the list, the totals and the expla
 whole reading (the same backend with tiering switched off)."""
 
 import json
+import math
 import random
 
 import psycopg
 import pytest
 from vectors import unit
 
+from emem_db.lookups.fulltext import BM25_B, BM25_K1, BM25_REFERENCE_LENGTH
 from emem_db.tuning import DEFAULT_TUNING
 
 EXACT_CANDIDATES = DEFAULT_TUNING.exact_candidates
@@ -165,7 +167,9 @@ def test_tags_by_terms_puts_the_record_matching_most_terms_first(tiers: psycopg.
     assert both_broad and distances == sorted(distances)
 
 
-def test_degraded_full_text_is_by_terms_matched_then_record_id(tiers: psycopg.Connection) -> None:
+def test_degraded_full_text_is_by_terms_matched_then_bm25(tiers: psycopg.Connection) -> None:
+    """Terms matched first, then BM25 over the narrow terms (Kowalski, INV-7: rarity, occurrences,
+    length), then record id: the broad Q3 alone scores nothing more, its tier in record-id order."""
     tiers.execute("set emem.pipeline_profile = 'fulltext'")
     rows = [
         row
@@ -174,7 +178,31 @@ def test_degraded_full_text_is_by_terms_matched_then_record_id(tiers: psycopg.Co
             "select emem.e_gather_find_envelope('Kowalski INV-7 Q3', null, %s, 1000)", (page,)
         ).fetchone()[0]["rows"]
     ]
+    terms = ("Kowalski", "INV-7", "Q3")
+    frequencies = {
+        term: tiers.execute(
+            "select count(*) from emem.records where content_search @@ phraseto_tsquery('emem.exact', %s)", (term,)
+        ).fetchone()[0]
+        for term in terms
+    }
+
+    def bm25(content: str) -> float:
+        score = 0.0
+        for term in terms:
+            tf, df = content.split().count(term), frequencies[term]
+            if tf and df <= EXACT_CANDIDATES:
+                idf = math.log(1 + (RECORDS - df + 0.5) / (df + 0.5))
+                score += (
+                    idf
+                    * tf
+                    * (BM25_K1 + 1)
+                    / (tf + BM25_K1 * (1 - BM25_B + BM25_B * len(content) / BM25_REFERENCE_LENGTH))
+                )
+        return score
+
     keys = [
-        (-sum(term in row["content"].split() for term in ("Kowalski", "INV-7", "Q3")), row["record_id"]) for row in rows
+        (-sum(term in row["content"].split() for term in terms), -round(bm25(row["content"]), 6), row["record_id"])
+        for row in rows
     ]
     assert keys == sorted(keys) and keys[0][0] == -2 and len(rows) > EXACT_CANDIDATES
+    assert [key[2] for key in keys] != sorted(key[2] for key in keys)  # not by record id

@@ -30,11 +30,12 @@ def edge_in_lanes(edge: str, lanes: str | None) -> str:
 
 def matched_edge_ends(terms: str, lanes: str | None = None) -> str:
     """Both ends of every edge whose relation name or a property value the question names, with
-    that label's terms: rows (endpoint, terms)."""
-    return f"""select ends.endpoint, el.label_terms
+    that label's terms and the edge's other end: rows (endpoint, terms, far_end)."""
+    return f"""select ends.endpoint, el.label_terms, ends.far_end
                from emem.edge_labels as el
                join emem.edges as e on e.edge_id = el.edge_id
-               cross join lateral (values (e.from_record_id), (e.to_record_id)) as ends (endpoint)
+               cross join lateral (values (e.from_record_id, e.to_record_id), (e.to_record_id, e.from_record_id))
+                   as ends (endpoint, far_end)
                where {labels_within("el.label_terms", terms)}{edge_in_lanes("e", lanes)}"""
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from emem_db.lists.base import CandidateList
-from emem_db.lookups import fulltext, tags, vectors
+from emem_db.lookups import fulltext, tags, threads, vectors
 from emem_db.reader import Reader
 
 
@@ -43,12 +43,18 @@ LOOKUPS: tuple[Lookup, ...] = (
     ),
     Lookup(
         "tags_by_terms", "tags by terms", 35, False, False, tags.tags_by_terms,
-        "as tags, ordered by the number of question terms matched first, then by distance",
+        "as tags, ordered by the number of question terms matched first (a record an edge names above"
+        " records matching as many through tags), then by distance",
         tags.visible_members,
     ),
     Lookup(
         "window_vectors", "window", 20, True, True, vectors.window_vectors,
         "the nearest window vectors of the active space, each adding the records it was made from",
+    ),
+    Lookup(
+        "thread_context", "thread", 20, False, False, threads.thread_context,
+        "the turns or chunks of a thread around a record holding a rare question term (a code, a figure,"
+        " a rare name); by that term's rarity, then nearness in the thread, then distance",
     ),
     Lookup(
         "fulltext", "fulltext", 5, False, True, fulltext.fulltext,

@@ -1,4 +1,4 @@
-"""The measured cost constants that decide how the lookups read a match, in one place.
+"""The measured constants that decide how the lookups read a match, in one place.
 
 The figures behind them are in bench/README.md. A backend keeps one Tuning (entry.Backend.tuning).
 """
@@ -27,6 +27,13 @@ class Tuning:
     # common_word_floor of them: a word on fewer records is cheap to search, however common).
     common_word_share: float = 0.05
     common_word_floor: int = 1_000
+    # thread_context (lookups.threads): a term on at most anchor_frequency records makes its
+    # records of a thread anchors (a code, a figure, a rare name; not a speaker's name on all their
+    # turns); the max_anchors most telling anchors bring their thread within thread_radius
+    # positions. Chosen with make eval EVAL_ARGS=--grid.
+    anchor_frequency: int = 20
+    max_anchors: int = 10
+    thread_radius: int = 3
 
 
 DEFAULT_TUNING = Tuning()

@@ -4,10 +4,13 @@ returns its CandidateList. The registry (emem_db.registry) names them.
 Orders (ties are always broken by record id, ascending):
 - with a question vector, every list by distance; a record without a vector in the active
   space counts as the worst distance, 2 (a placeholder);
-- degraded (no vector): tags and edges by the number of distinct question terms matched,
-  most first; full text by the number of terms matched, most first;
-- the opt-in components: tags_by_terms by matched terms, then distance; fulltext_by_rarity and
-  fulltext_words by the summed IDF of the terms matched, then distance.
+- degraded (no vector), by relevance: tags and edges by the number of distinct question terms
+  matched, most first, then a record an edge names, then the rarest tag matched; full text by
+  the number of terms matched, most first, then BM25;
+- the opt-in components: tags_by_terms by matched terms (edges above tags), then distance;
+  fulltext_by_rarity and fulltext_words by the summed IDF of the terms matched, then distance
+  (degraded: BM25); thread_context by the rarity of the exact hit a record lies near, then its
+  steps from it, then distance.
 
 A tag or full-text match larger than Reader.exact_limit (a broad tag or term) is not fetched
 whole: its list is read from the HNSW index, filtered to the match, as far as the merge reaches

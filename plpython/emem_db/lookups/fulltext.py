@@ -1,10 +1,19 @@
 """Full text: question terms searched in the records' text (the `emem.exact` configuration keeps
 codes and names whole). The seed's lookup searches the terms WordNet does not know; the opt-in
 components order by the terms' rarity (BM25's IDF), and fulltext_words searches every content
-word too."""
+word too.
+
+Degraded (no vector, so no distances), a list's records are ranked by BM25: a term's rarity
+(IDF), how often the record holds it and how long the record is. The seed's lookup keeps the
+number of terms matched first and takes BM25 as the tie-break; the opt-in components order by
+BM25 alone. A broad term (on more records than Reader.exact_limit) counts its IDF alone: its
+records are read in tiers, in record-id order, where scoring every one would cost more than a
+page (and a whole reading gives the same order).
+"""
 
 import math
 import re
+from dataclasses import dataclass
 
 from emem_db import fragments
 from emem_db.fragments import SCORED_ARRAYS, any_of, quoted_tsquery
@@ -15,27 +24,57 @@ from emem_db.lists.scored import ScoredList
 from emem_db.lists.tiered import Part, TieredList
 from emem_db.reader import Reader
 
+# BM25's constants, as Lucene and most engines set them: how soon more occurrences stop adding
+# (k1), and how much a record's length counts (b).
+BM25_K1 = 1.2
+BM25_B = 0.75
+# The length BM25 compares a record's length (in characters) with: a constant, where BM25 takes
+# the corpus average, which would differ between lanes and with every write.
+BM25_REFERENCE_LENGTH = 300
+
+
+@dataclass(frozen=True)
+class TermQueries:
+    """One tsquery per question term (as text), and per term the lexemes of each of its
+    spellings (space-separated): what BM25 counts the term's occurrences by."""
+
+    queries: list[str]
+    spellings: list[list[str]]
+
+
+@dataclass(frozen=True)
+class Relevance:
+    """How a degraded list ranks records by BM25: each term's IDF, whether it is narrow (scored
+    by its occurrences and the record's length) or broad (its IDF alone), and whether BM25 is
+    the order (else the tie-break after the summed weights)."""
+
+    spellings: list[list[str]]
+    inverse_frequencies: list[float]
+    narrow: list[bool]
+    is_the_order: bool
+
 
 def fulltext(reader: Reader) -> CandidateList:
     """Seed: the terms WordNet does not know, by distance (degraded: by terms matched, then
-    record id). A match of more than exact_limit records is read lazily."""
-    queries = term_queries(reader, [[term] for term in reader.request.analysis.unknown_terms])
-    any_term = broad_term_query(reader, queries) if queries else None
+    BM25). A match of more than exact_limit records is read lazily."""
+    terms = term_queries(reader, [[term] for term in reader.request.analysis.unknown_terms])
+    queries = terms.queries
     if reader.degraded:
-        if any_term is None:
-            return fulltext_scored(reader, queries, [1.0] * len(queries))
-        _, frequencies = document_frequencies(reader, queries)
-        return scored_fulltext(reader, queries, frequencies, [1.0] * len(queries))
+        records, frequencies = document_frequencies(reader, queries)
+        relevance = relevance_of(reader, terms, frequencies, records, is_the_order=False)
+        return scored_fulltext(reader, queries, frequencies, [1.0] * len(queries), relevance)
+    any_term = broad_term_query(reader, queries) if queries else None
     if any_term is None:
         return fulltext_by_distance(reader, queries)
     return BroadList(reader, text_match(reader, any_term))
 
 
 def fulltext_by_rarity(reader: Reader) -> CandidateList:
-    """Opt-in: the same terms, by the rarity of those matched (summed IDF), then distance."""
-    queries = term_queries(reader, [[term] for term in reader.request.analysis.unknown_terms])
-    records, frequencies = document_frequencies(reader, queries)
-    return fulltext_by_idf(reader, queries, frequencies, records)
+    """Opt-in: the same terms, by the rarity of those matched (summed IDF), then distance
+    (degraded: by BM25)."""
+    terms = term_queries(reader, [[term] for term in reader.request.analysis.unknown_terms])
+    records, frequencies = document_frequencies(reader, terms.queries)
+    return fulltext_by_idf(reader, terms, frequencies, records)
 
 
 def fulltext_words(reader: Reader) -> CandidateList:
@@ -44,12 +83,17 @@ def fulltext_words(reader: Reader) -> CandidateList:
     or on document_frequency_cap) says too little to bring candidates of its own and is left
     out, as a stop word is."""
     tuning = reader.tuning
-    terms = [list(dict.fromkeys((typed, term))) for typed, term in reader.request.analysis.content_words]
-    queries = term_queries(reader, terms)
-    records, frequencies = document_frequencies(reader, queries)
+    words = [list(dict.fromkeys((typed, term))) for typed, term in reader.request.analysis.content_words]
+    terms = term_queries(reader, words)
+    records, frequencies = document_frequencies(reader, terms.queries)
     common = min(tuning.document_frequency_cap, max(tuning.common_word_floor, tuning.common_word_share * records))
-    telling = [(query, df) for query, df in zip(queries, frequencies, strict=True) if df < common]
-    return fulltext_by_idf(reader, [query for query, _ in telling], [df for _, df in telling], records)
+    telling = [n for n, df in enumerate(frequencies) if df < common]
+    return fulltext_by_idf(
+        reader,
+        TermQueries([terms.queries[n] for n in telling], [terms.spellings[n] for n in telling]),
+        [frequencies[n] for n in telling],
+        records,
+    )
 
 
 def text_match(reader: Reader, query: str) -> Match:
@@ -79,26 +123,44 @@ def broad_term_query(reader: Reader, queries: list[str]) -> str | None:
     return row["any_term"] if row["matching"] > reader.exact_limit else None
 
 
-def fulltext_by_idf(reader: Reader, queries: list[str], frequencies: list[float], records: float) -> CandidateList:
-    """Records matching any of the queries, by the summed IDF of those matched, then distance."""
+def fulltext_by_idf(reader: Reader, terms: TermQueries, frequencies: list[float], records: float) -> CandidateList:
+    """Records matching any of the terms, by the summed IDF of those matched, then distance
+    (degraded: by BM25)."""
     weights = [inverse_document_frequency(records, df) for df in frequencies]
-    return scored_fulltext(reader, queries, frequencies, weights)
+    relevance = relevance_of(reader, terms, frequencies, records, is_the_order=True) if reader.degraded else None
+    return scored_fulltext(reader, terms.queries, frequencies, weights, relevance)
+
+
+def relevance_of(
+    reader: Reader, terms: TermQueries, frequencies: list[float], records: float, is_the_order: bool
+) -> Relevance:
+    return Relevance(
+        terms.spellings,
+        [inverse_document_frequency(records, df) for df in frequencies],
+        [df <= reader.exact_limit for df in frequencies],
+        is_the_order,
+    )
 
 
 def scored_fulltext(
-    reader: Reader, queries: list[str], frequencies: list[float], weights: list[float]
+    reader: Reader,
+    queries: list[str],
+    frequencies: list[float],
+    weights: list[float],
+    relevance: Relevance | None = None,
 ) -> CandidateList:
     """Records matching any of the queries, by the summed weights of those matched, then
-    distance. Terms on more than exact_limit records are read in tiers."""
+    distance (degraded: by `relevance`). Terms on more than exact_limit records are read in
+    tiers."""
     broad = [n for n, df in enumerate(frequencies) if df > reader.exact_limit]
     if not broad or len(broad) > reader.tuning.max_broad_parts:
-        return fulltext_scored(reader, queries, weights)
+        return fulltext_scored(reader, queries, weights, relevance=relevance)
     narrow = [query for n, query in enumerate(queries) if n not in broad]
     any_narrow = quoted_tsquery(reader.plpy, any_of(narrow))
     return TieredList(
         reader,
         text_match(reader, any_of(queries)),
-        fulltext_scored(reader, queries, weights, within=narrow),
+        fulltext_scored(reader, queries, weights, within=narrow, relevance=relevance),
         [term_part(reader, queries[n], frequencies[n], weights[n]) for n in broad],
         lambda held: sum(part.score_key for part in held),
         lambda record_id: fragments.text_matches(record_id, any_narrow, reader.lanes_sql) if narrow else "false",
@@ -130,13 +192,20 @@ def fulltext_by_distance(reader: Reader, queries: list[str]) -> FetchedList:
 
 
 def fulltext_scored(
-    reader: Reader, queries: list[str], weights: list[float], within: list[str] | None = None
+    reader: Reader,
+    queries: list[str],
+    weights: list[float],
+    within: list[str] | None = None,
+    relevance: Relevance | None = None,
 ) -> ScoredList:
-    """Records matching any of the terms' queries, by the summed weights of the terms matched;
-    `within` keeps the records that match one of those queries (a tiered list's exact part)."""
+    """Records matching any of the terms' queries, by the summed weights of the terms matched
+    (or by `relevance`); `within` keeps the records that match one of those queries (a tiered
+    list's exact part)."""
     within = queries if within is None else within
     if not within:
         return ScoredList(reader, [], [])
+    if relevance is not None:
+        return fulltext_by_relevance(reader, queries, weights, within, relevance)
     sql = f"""
         with found as (
             select r.record_id,
@@ -153,26 +222,111 @@ def fulltext_scored(
     return ScoredList.from_statement(reader, sql, ["tsquery[]", "float8[]", "tsquery[]"], [queries, weights, within])
 
 
-def term_queries(reader: Reader, terms: list[list[str]]) -> list[str]:
+def fulltext_by_relevance(
+    reader: Reader, queries: list[str], weights: list[float], within: list[str], relevance: Relevance
+) -> ScoredList:
+    """The degraded order: BM25, or the summed weights with BM25 as the tie-break (a fraction
+    below one). A term's occurrences in a record are those of its spelling found most often (a
+    spelling of several lexemes, a code, occurs as often as its rarest lexeme); only narrow
+    terms are counted, so that every record of a broad tier scores alike."""
+    spellings = [
+        (n, k, spelling)
+        for n, (term, narrow) in enumerate(zip(relevance.spellings, relevance.narrow, strict=True), start=1)
+        if narrow
+        for k, spelling in enumerate(term)
+    ]
+    keys = [(n, k, lexeme, len(spelling.split())) for n, k, spelling in spellings for lexeme in spelling.split()]
+    lexemes = sorted({lexeme for _, _, lexeme, _ in keys})
+    length_factor = (
+        f"{BM25_K1!r} * (1 - {BM25_B!r} + {BM25_B!r} * greatest(m.characters, {BM25_REFERENCE_LENGTH:d})"
+        f" / {BM25_REFERENCE_LENGTH:d}.0)"
+    )
+    tf = "greatest(coalesce(o.tf, 1), 1)"
+    score = "s.flat + s.bm25" if relevance.is_the_order else "s.weights + s.bm25 / (1 + s.bm25)"
+    sql = f"""
+        with term (q, weight, idf, narrow, n) as (
+            select * from rows from (pg_catalog.unnest($1::tsquery[]), pg_catalog.unnest($2::float8[]),
+                                     pg_catalog.unnest($3::float8[]), pg_catalog.unnest($4::bool[]))
+                          with ordinality
+        ), spelling_lexeme (n, spelling, lexeme, size) as (
+            select * from rows from (pg_catalog.unnest($5::int[]), pg_catalog.unnest($6::int[]),
+                                     pg_catalog.unnest($7::text[]), pg_catalog.unnest($8::int[]))
+        ), found as (
+            select r.record_id, r.content_search, pg_catalog.length(r.content) as characters
+            from emem.records as r
+            where r.content_search operator(pg_catalog.@@)
+                  (select emem._tsquery_any(q) from pg_catalog.unnest($9::tsquery[]) as q)
+                  {fragments.in_lanes("r.lane_name", reader.lanes_sql)}
+        ), matched as (
+            select f.record_id, f.characters, t.n, t.weight, t.idf, t.narrow
+            from found as f join term as t on f.content_search operator(pg_catalog.@@) t.q
+        ), spelling_occurrences as (
+            -- only the lexemes of narrow terms are kept of each record's text before it is unnested
+            select f.record_id, l.n, l.spelling, pg_catalog.min(pg_catalog.cardinality(o.positions)) as occurrences
+            from found as f
+            cross join lateral pg_catalog.unnest(pg_catalog.ts_filter(
+                pg_catalog.setweight(f.content_search, 'A', $10::text[]), '{{a}}')) as o
+            join spelling_lexeme as l on l.lexeme operator(pg_catalog.=) o.lexeme
+            group by f.record_id, l.n, l.spelling, l.size having pg_catalog.count(*) = l.size
+        ), occurrences as (
+            select record_id, n, pg_catalog.sum(occurrences)::float8 as tf
+            from spelling_occurrences group by record_id, n
+        ), scored as (
+            select m.record_id,
+                   pg_catalog.sum(m.weight) as weights,
+                   coalesce(pg_catalog.sum(m.weight) filter (where not m.narrow), 0) as flat,
+                   coalesce(pg_catalog.sum(m.idf * ({tf} * {BM25_K1 + 1!r}) / ({tf} + {length_factor}))
+                                filter (where m.narrow), 0) as bm25
+            from matched as m left join occurrences as o on o.record_id = m.record_id and o.n = m.n
+            group by m.record_id
+        ), found_scores as (
+            select s.record_id, {score} as score from scored as s
+        )
+        select {SCORED_ARRAYS.format(score="score")} from found_scores"""
+    return ScoredList.from_statement(
+        reader,
+        sql,
+        ["tsquery[]", "float8[]", "float8[]", "bool[]", "int[]", "int[]", "text[]", "int[]", "tsquery[]", "text[]"],
+        [
+            queries,
+            weights,
+            relevance.inverse_frequencies,
+            relevance.narrow,
+            [n for n, _, _, _ in keys],
+            [k for _, k, _, _ in keys],
+            [lexeme for _, _, lexeme, _ in keys],
+            [size for _, _, _, size in keys],
+            within,
+            lexemes,
+        ],
+    )
+
+
+def term_queries(reader: Reader, terms: list[list[str]]) -> TermQueries:
     """One tsquery per term: the OR of its distinct variants (spellings), each a phrase of the
     text search parser's tokens, so that a code matches whole. A term whose variants give one
-    lexeme ("Q3", "q3") is that lexeme, whose frequency the column's statistics know."""
+    lexeme ("Q3", "q3") is that lexeme, whose frequency the column's statistics know. With each
+    term, the lexemes of each of its spellings."""
     if not terms:
-        return []
+        return TermQueries([], [])
     numbers = [n for n, variants in enumerate(terms) for _ in variants]
     texts = [text for variants in terms for text in variants]
     rows = reader.execute(
         """with variant as (
-               select distinct v.term, pg_catalog.phraseto_tsquery('emem.exact'::pg_catalog.regconfig, v.text) as q
+               select distinct v.term, pg_catalog.phraseto_tsquery('emem.exact'::pg_catalog.regconfig, v.text) as q,
+                      pg_catalog.array_to_string(pg_catalog.tsvector_to_array(
+                          pg_catalog.to_tsvector('emem.exact'::pg_catalog.regconfig, v.text)), ' ') as lexemes
                from rows from (pg_catalog.unnest($1::int[]), pg_catalog.unnest($2::text[])) as v (term, text)
            )
-           select emem._tsquery_any(q order by q::text)::text as query from variant
+           select emem._tsquery_any(q order by q::text)::text as query,
+                  pg_catalog.array_agg(distinct lexemes) as spellings
+           from variant
            where pg_catalog.numnode(q) > 0
            group by term order by term""",
         ["int[]", "text[]"],
         [numbers, texts],
     )
-    return [row["query"] for row in rows]
+    return TermQueries([row["query"] for row in rows], [list(row["spellings"]) for row in rows])
 
 
 def document_frequencies(reader: Reader, queries: list[str]) -> tuple[float, list[float]]:

@@ -13,6 +13,19 @@ from emem_db.lists.scored import ScoredList
 from emem_db.lists.tiered import Part, TieredList
 from emem_db.reader import Reader
 
+# What a matched edge adds to the score of the records it ends at: less than one term, so that
+# more terms matched still come first, but a record an edge's relation or property names ranks
+# above every record that matches the same number of terms through tags only. A matched edge also
+# gives each end the terms the question matches in the other end's tags: "the release captain of
+# project Kestrel" is the record at the other end of a `release captain` edge from the record
+# tagged `project kestrel`.
+EDGE_BONUS = 0.5
+# Degraded, records that match as many terms (and edges) are ranked by the rarest tag they matched
+# (BM25's rarity for labels, in place of record id): RARITY_SHARE / (1 + that tag's records), a
+# fraction that stays below EDGE_BONUS. Every record of a broad tier matched the same tags, so the
+# tiers keep their order.
+RARITY_SHARE = 0.4
+
 
 @dataclass(frozen=True)
 class TagMatch:
@@ -34,39 +47,47 @@ class TagMatch:
 
 
 def tags(reader: Reader) -> CandidateList:
-    """Seed order: by distance (degraded: by matched terms)."""
+    """Seed order: by distance (degraded: by matched terms, edges, then the rarest tag matched)."""
     return tag_candidates(reader, by_terms=False)
 
 
 def tags_by_terms(reader: Reader) -> CandidateList:
-    """Opt-in: by the number of distinct question terms matched, then by distance."""
+    """Opt-in: by the number of distinct question terms matched (edges above tags), then by
+    distance (degraded: by the rarest tag matched)."""
     return tag_candidates(reader, by_terms=True)
 
 
 def tag_candidates(reader: Reader, by_terms: bool) -> CandidateList:
-    terms = list(reader.request.analysis.terms)
+    terms = list(reader.request.analysis.terms_for_labels)
     if not terms:
         return FetchedList([])
     match = tag_match(reader, terms)
     if not match.tags or match.estimated_size <= reader.exact_limit:
-        return exact_tags(reader, match.tags, terms, by_terms)
+        return exact_tags(reader, match, terms, by_terms)
     whole = whole_match(reader, match, terms)
     if not (reader.degraded or by_terms) or (len(match.tags) == 1 and not match.edge_endpoints):
         return BroadList(reader, whole)  # by distance, or one tag that every candidate matched: nothing to score
     broad = match.broad_tags(reader.exact_limit)
     if not broad or len(broad) > reader.tuning.max_broad_parts:
-        return exact_tags(reader, match.tags, terms, by_terms)
+        return exact_tags(reader, match, terms, by_terms)
     narrow = match.narrow_tags(reader.exact_limit)
-    scored = scored_tags(reader, match.tags, terms, within=narrow)
+    scored = scored_tags(reader, match, terms, within=narrow)
     parts = [tag_part(reader, tag, count) for tag, count in zip(match.tags, match.counts, strict=True) if tag in broad]
     return TieredList(
         reader,
         whole,
         scored,
         parts,
-        lambda held: len(frozenset().union(*(part.score_key for part in held))),
+        tier_score,
         narrow_predicate(reader, match, terms, narrow),
     )
+
+
+def tier_score(held: tuple[Part, ...]) -> float:
+    """What a record holding these broad tags (and nothing narrow, no edge) scores, as
+    scored_tags counts it: the distinct terms of the tags, and the rarest tag's share."""
+    terms: frozenset[str] = frozenset().union(*(part.score_key[0] for part in held))
+    return len(terms) + max(part.score_key[1] for part in held)
 
 
 def tag_match(reader: Reader, terms: list[str]) -> TagMatch:
@@ -91,52 +112,84 @@ def tag_match(reader: Reader, terms: list[str]) -> TagMatch:
     return TagMatch(list(row["tags"]), list(row["counts"]), list(row["edge_endpoints"]))
 
 
-def exact_tags(reader: Reader, tags: list[str], terms: list[str], by_terms: bool) -> CandidateList:
+def exact_tags(reader: Reader, match: TagMatch, terms: list[str], by_terms: bool) -> CandidateList:
     """Every tag and edge candidate in the list's order: by distance, or by matched terms first."""
     if not (by_terms or reader.degraded):
-        return tags_by_distance(reader, tags, terms)
-    return scored_tags(reader, tags, terms)
+        return tags_by_distance(reader, match.tags, terms)
+    return scored_tags(reader, match, terms)
 
 
-def scored_tags(reader: Reader, tags: list[str], terms: list[str], within: list[str] | None = None) -> ScoredList:
-    """Every tag and edge candidate with its matched terms, most first; `within` keeps the records
-    holding one of these tags or an edge (a tiered list's exact part)."""
+def rarity(reader: Reader, count: int) -> float:
+    """What matching a tag of `count` records adds to a record's score (degraded only)."""
+    return RARITY_SHARE / (1 + count) if reader.degraded else 0.0
+
+
+def scored_tags(reader: Reader, match: TagMatch, terms: list[str], within: list[str] | None = None) -> ScoredList:
+    """Every tag and edge candidate by its matched terms (an edge end's include those of the
+    edge's label and of its other end's matched tags), most first, a record reached through a
+    matched edge above those matching as many terms through tags only (EDGE_BONUS), degraded then
+    by the rarest tag matched (RARITY_SHARE); `within` keeps the records holding one of these tags
+    or an edge (a tiered list's exact part)."""
     lanes = fragments.in_lanes("rt.lane_name", reader.lanes_sql)
     # A tag's words come from its lane's vocabulary row (one per lane and tag).
     held = (
         "matched"
         if within is None
         else f"""(
-            select rt.record_id, v.tag_terms
+            select rt.record_id, v.tag_terms, false, tc.rarity
             from edge_ends as n
             join emem.record_tags as rt on rt.record_id = n.record_id
             join emem.tag_vocabulary as v on v.tag = rt.tag and v.lane_name = rt.lane_name
-            where v.tag operator(pg_catalog.=) any ($1)
+            join tag_rarity as tc on tc.tag operator(pg_catalog.=) v.tag
             union all
-            select n.record_id, v.tag_terms
+            select n.record_id, v.tag_terms, false, tc.rarity
             from emem.record_tags as n
             join emem.record_tags as rt on rt.record_id = n.record_id
             join emem.tag_vocabulary as v on v.tag = rt.tag and v.lane_name = rt.lane_name
-            where n.tag operator(pg_catalog.=) any ($3) and v.tag operator(pg_catalog.=) any ($1){lanes}
+            join tag_rarity as tc on tc.tag operator(pg_catalog.=) v.tag
+            where n.tag operator(pg_catalog.=) any ($3){lanes}
             union all
-            select record_id, terms from edge_ends)"""
+            select record_id, terms, true, 0 from edge_ends
+            union all
+            select record_id, terms, true, 0 from far_ends)"""
     )
     sql = f"""
-        with edge_ends (record_id, terms) as (
+        with tag_rarity (tag, rarity) as (
+            select * from rows from (pg_catalog.unnest($1::text[]), pg_catalog.unnest($4::float8[]))
+        ), edge_ends (record_id, terms, far_end) as (
             {fragments.matched_edge_ends("$2", reader.lanes_sql)}
-        ), matched (record_id, terms) as (
-            select rt.record_id, v.tag_terms
-            from emem.tag_vocabulary as v join emem.record_tags as rt on rt.tag = v.tag and rt.lane_name = v.lane_name
+        ), far_ends (record_id, terms) as (
+            select n.record_id, v.tag_terms
+            from edge_ends as n
+            join emem.record_tags as rt on rt.record_id = n.far_end
+            join emem.tag_vocabulary as v on v.tag = rt.tag and v.lane_name = rt.lane_name
             where v.tag operator(pg_catalog.=) any ($1){lanes}
+        ), matched (record_id, terms, through_edge, rarity) as (
+            select rt.record_id, v.tag_terms, false, tc.rarity
+            from tag_rarity as tc
+            join emem.tag_vocabulary as v on v.tag operator(pg_catalog.=) tc.tag
+            join emem.record_tags as rt on rt.tag = v.tag and rt.lane_name = v.lane_name
+            where true{lanes}
             union all
-            select record_id, terms from edge_ends
+            select record_id, terms, true, 0 from edge_ends
+            union all
+            select record_id, terms, true, 0 from far_ends
         ), found as (
-            select m.record_id, pg_catalog.count(distinct t) as matched_terms
-            from {held} as m (record_id, terms) cross join lateral pg_catalog.unnest(m.terms) as t
+            select m.record_id,
+                   pg_catalog.count(distinct t)
+                   + case when pg_catalog.bool_or(m.through_edge) then {EDGE_BONUS} else 0 end
+                   + pg_catalog.max(m.rarity) as score
+            from {held} as m (record_id, terms, through_edge, rarity)
+            cross join lateral pg_catalog.unnest(m.terms) as t
             group by m.record_id
         )
-        select {SCORED_ARRAYS.format(score="matched_terms")} from found"""
-    return ScoredList.from_statement(reader, sql, ["text[]", "text[]", "text[]"], [tags, terms, within or []])
+        select {SCORED_ARRAYS.format(score="score")} from found"""
+    return ScoredList.from_statement(
+        reader,
+        sql,
+        ["text[]", "text[]", "text[]", "float8[]"],
+        [match.tags, terms, within or [], [rarity(reader, count) for count in match.counts]],
+    )
 
 
 def tags_by_distance(reader: Reader, tags: list[str], terms: list[str]) -> FetchedList:
@@ -208,19 +261,20 @@ def ends_edge(reader: Reader, match: TagMatch, terms: list[str]) -> Predicate:
 
 
 def tag_part(reader: Reader, tag: str, count: int) -> Part:
+    """A broad tag: its score key is (its terms, its rarity)."""
     quoted, lanes = quoted_array(reader.plpy, [tag], "text"), reader.lanes_sql
     return Part(
         lambda record_id: fragments.holds_tag(record_id, quoted, lanes),
         fragments.tagged(quoted, lanes),
         count,
-        frozenset(reader.state.analyser.label_terms(tag)),
+        (frozenset(reader.state.analyser.label_terms(tag)), rarity(reader, count)),
     )
 
 
 def visible_members(reader: Reader, record_ids: list[int], lanes: list[str]) -> set[int]:
     """Which of these records a tag lookup holds for a caller reading only `lanes`: through a
     matched tag, or a matched edge both of whose ends lie in those lanes."""
-    terms = list(reader.request.analysis.terms)
+    terms = list(reader.request.analysis.terms_for_labels)
     lanes_sql = quoted_array(reader.plpy, lanes, "text") if lanes else "array[]::text[]"
     rows = reader.execute(
         f"""select id from pg_catalog.unnest($1::bigint[]) as id

@@ -1,0 +1,128 @@
+"""Tags and edge labels match as people write them (issue 19), in the database: the terms the
+tag vocabulary and the edge labels store, what the tag lookups find, and the upgrade that
+recomputes the terms stored by an earlier release."""
+
+import json
+
+import psycopg
+import pytest
+from psycopg import sql
+from test_upgrade import check_installed_upgrade_script, emulate_modules_of, installable, scratch_database
+
+TAGS = [
+    "customer:north-wind",
+    "customer:blue-harbor",
+    "sensor-offline",
+    "sensor-online",
+    "q3-2024",
+    "q3-2023",
+    "purchase order",
+    "sales-order",
+    "runbooks",
+    "won",
+    "lost",
+    "to do",
+    "done",
+    "inv-2031",
+]
+
+
+@pytest.fixture
+def tagged(db: psycopg.Connection) -> dict[str, int]:
+    """One record per tag (its content says nothing of the tag), and an edge whose relation and
+    property are compound words."""
+    db.execute("select emem.create_lane('l')")
+    items = [{"kind": "note", "lane": "l", "content": f"record {n}", "tags": [tag]} for n, tag in enumerate(TAGS)]
+    items += [{"kind": "entity", "lane": "l", "content": name} for name in ("Ola", "Apollo")]
+    ids = [r[0] for r in db.execute("select record_id from emem.put_records(%s)", (json.dumps(items),))]
+    by_label = dict(zip([*TAGS, "person", "project"], ids, strict=True))
+    db.execute(
+        "select emem.link_records(%s, %s, 'release_captain', %s)",
+        (by_label["person"], by_label["project"], json.dumps({"since": "w12-2024", "team": "red-pine"})),
+    )
+    return by_label
+
+
+def found(db: psycopg.Connection, question: str, profile: str = "tags") -> set[int]:
+    db.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
+    envelope = db.execute("select emem.e_gather_find_envelope(%s, null, 1, 100)", (question,)).fetchone()[0]
+    return {row["record_id"] for row in envelope["rows"]}
+
+
+@pytest.mark.parametrize(
+    ("question", "tags"),
+    [
+        ("What did we ship for North Wind?", ["customer:north-wind"]),
+        ("blue-harbor orders", ["customer:blue-harbor"]),
+        ("Which sensors went offline?", ["sensor-offline"]),
+        ("Revenue in Q3 2024", ["q3-2024"]),
+        ("Who approved the purchase-order?", ["purchase order"]),
+        ("Any sales order today?", ["sales-order"]),
+        ("Where is the runbook?", ["runbooks"]),
+        ("Which deals have we won?", ["won"]),
+        ("What is left to do?", ["to do"]),
+        ("Which tasks are done?", ["done"]),
+        ("What about INV-2031?", ["inv-2031"]),
+    ],
+)
+@pytest.mark.parametrize("profile", ["tags", "tags_by_terms"])
+def test_tags_match_as_people_write_them(tagged: dict[str, int], db, question: str, tags: list[str], profile) -> None:
+    assert found(db, question, profile) == {tagged[tag] for tag in tags}
+
+
+@pytest.mark.parametrize("question", ["What about INV-2032?", "Anything from 2031?", "INV-2032, dated 2031"])
+def test_codes_still_match_whole(tagged: dict[str, int], db, question: str) -> None:
+    assert tagged["inv-2031"] not in found(db, question)
+
+
+def test_a_tag_of_stop_words_is_stored_with_its_words(tagged: dict[str, int], db) -> None:
+    terms = dict(db.execute("select tag, tag_terms from emem.tag_vocabulary where tag in ('won', 'to do')").fetchall())
+    assert terms == {"won": ["won"], "to do": ["do", "to"]}
+
+
+@pytest.mark.parametrize("question", ["Who is the release captain?", "since W12 2024", "the red pine team"])
+def test_edge_labels_match_as_people_write_them(tagged: dict[str, int], db, question: str) -> None:
+    ends = {tagged["person"], tagged["project"]}
+    assert ends <= found(db, question)
+
+
+def test_the_labels_terms_are_shown_by_analyse_question(db) -> None:
+    analysed = db.execute("select emem.analyse_question('Would Kowalski have won Q3 2024?')").fetchone()[0]
+    assert analysed == {
+        "terms": ["would", "kowalski", "q3", "2024", "q3-2024"],
+        "known_words": [],
+        "unknown_terms": ["Kowalski", "Q3", "2024"],
+        "stop_words": ["have", "won"],
+    }
+
+
+def test_the_update_recomputes_the_terms_an_earlier_release_stored(db: psycopg.Connection) -> None:
+    """0.1.1 stored `north-wind` as one term; after ALTER EXTENSION UPDATE the stored edge labels
+    and tag vocabulary have 0.2.0's terms, and the words find them."""
+    check_installed_upgrade_script(db, "0.1.1", "0.2.0")
+    with installable(db, "0.1.1"), scratch_database(db, "labels") as conn:
+        conn.execute(sql.SQL("create extension emem version {} cascade").format("0.1.1"))
+        emulate_modules_of(conn, "0.1.1")
+        # What 0.1.1's analysis made of these labels: one term each, as typed.
+        conn.execute(
+            "create or replace function emem.label_terms(label text) returns text[] language sql immutable strict"
+            " as $$ select array[pg_catalog.lower(label)] $$"
+        )
+        conn.execute("select emem.create_lane('l')")
+        ids = [
+            conn.execute("select emem.put_record('note', %s, 'l', %s)", (content, tags)).fetchone()[0]
+            for content, tags in (("Ola", ["customer:north-wind"]), ("Apollo", ["project"]))
+        ]
+        conn.execute("select emem.link_records(%s, %s, 'billed', %s)", (*ids, json.dumps({"team": "north-wind"})))
+        stale = "select label_terms from emem.edge_labels where label = 'north-wind'"
+        assert conn.execute(stale).fetchone()[0] == ["north-wind"]
+        emulate_modules_of(conn, "0.2.0")
+        conn.execute("alter extension emem update to '0.2.0'")
+        info = conn.info
+        with psycopg.connect(
+            host=info.host, port=info.port, user=info.user, dbname=info.dbname, autocommit=True
+        ) as after:
+            assert after.execute(stale).fetchone()[0] == ["north", "wind"]
+            vocabulary = dict(after.execute("select tag, tag_terms from emem.tag_vocabulary").fetchall())
+            assert vocabulary["customer:north-wind"] == ["north", "wind"]
+            assert set(ids) == found(after, "Who billed the North Wind team?")

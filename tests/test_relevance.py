@@ -1,0 +1,194 @@
+"""Ranking fixes of issue 19, in the database: words that are never full-text terms, edges above
+tags that match the same words, the thread around an exact hit, and degraded orders by relevance
+instead of record id."""
+
+import json
+
+import psycopg
+import pytest
+from vectors import unit
+
+NEAR = unit(1, 0, 0)  # the question vector's direction
+FAR = unit(0, 0, 1)
+
+
+@pytest.fixture
+def lane(db: psycopg.Connection) -> psycopg.Connection:
+    db.execute("select emem.create_lane('l')")
+    db.execute("select emem.create_embedding_space('m', 3, null, true)")
+    return db
+
+
+def put(db: psycopg.Connection, items: list[dict]) -> list[int]:
+    for item in items:
+        item.setdefault("kind", "note")
+        item.setdefault("lane", "l")
+    return [r[0] for r in db.execute("select record_id from emem.put_records(%s)", (json.dumps(items),))]
+
+
+def ranked(db: psycopg.Connection, profile: str, question: str, vector: list[float] | None = None) -> list[int]:
+    db.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
+    envelope = db.execute(
+        "select emem.e_gather_find_envelope(%s, %s::vector, 1, 200)",
+        (question, None if vector is None else str(vector)),
+    ).fetchone()[0]
+    return [row["record_id"] for row in envelope["rows"]]
+
+
+# ---- words never searched --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile", ["fulltext", "fulltext_by_rarity", "fulltext_words"])
+def test_modal_verbs_and_question_words_are_not_searched_as_rare_names(lane, profile: str) -> None:
+    [kowalski, *_modal_turns] = put(
+        lane,
+        [
+            {"content": "Kowalski loves sailing on the lake"},
+            {"content": "He would be fine with it"},
+            {"content": "We could ask finance"},
+            {"content": "Whose laptop is this?"},
+        ],
+    )
+    assert ranked(lane, profile, "Would Kowalski enjoy sailing? Whose boat could he take?") == [kowalski]
+
+
+# ---- edges above tags --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def captains(lane: psycopg.Connection) -> dict[str, int]:
+    """Twenty records tagged with the words of a `release captain` edge, nearer the question than
+    the person the edge names; a second captain of another project."""
+    put(lane, [{"content": f"release note {i}", "tags": ["release captain"], "vector": NEAR} for i in range(20)])
+    put(lane, [{"content": f"kestrel note {i}", "tags": ["project kestrel"], "vector": NEAR} for i in range(20)])
+    ola, kestrel, eva, lynx = put(
+        lane,
+        [
+            {"kind": "entity", "content": "Ola", "vector": FAR},
+            {"kind": "entity", "content": "Kestrel", "tags": ["project kestrel"], "vector": FAR},
+            {"kind": "entity", "content": "Eva", "vector": FAR},
+            {"kind": "entity", "content": "Lynx", "tags": ["project lynx"], "vector": FAR},
+        ],
+    )
+    lane.execute("select emem.link_records(%s, %s, 'release captain')", (ola, kestrel))
+    lane.execute("select emem.link_records(%s, %s, 'release captain')", (eva, lynx))
+    return {"ola": ola, "kestrel": kestrel, "eva": eva, "lynx": lynx}
+
+
+@pytest.mark.parametrize("vector", [NEAR, None], ids=["vector", "degraded"])
+def test_an_edge_outranks_tags_that_match_the_same_words(captains: dict[str, int], lane, vector) -> None:
+    rows = ranked(lane, "tags_by_terms", "Who is a release captain?", vector)
+    assert set(rows[:4]) == set(captains.values())  # the edge's ends first, the tagged records after
+    assert len(rows) == 24
+
+
+@pytest.mark.parametrize("vector", [NEAR, None], ids=["vector", "degraded"])
+def test_an_edge_end_counts_the_terms_of_its_other_end(captains: dict[str, int], lane, vector) -> None:
+    """The release captain of project Kestrel is at the other end of a `release captain` edge from
+    the record tagged `project kestrel`: it matches every word, as Kestrel does."""
+    rows = ranked(lane, "tags_by_terms", "Who is the release captain of project Kestrel?", vector)
+    assert set(rows[:2]) == {captains["ola"], captains["kestrel"]}
+    assert rows.index(captains["eva"]) < rows.index(min(set(rows) - set(captains.values())))
+
+
+def test_the_seed_tags_lookup_with_a_vector_stays_by_distance(captains: dict[str, int], lane) -> None:
+    rows = ranked(lane, "tags", "Who is a release captain?", NEAR)
+    assert set(rows[-4:]) == set(captains.values())
+
+
+# ---- the thread around an exact hit -----------------------------------------------------------------
+
+TURNS = [
+    "Ola: good morning",
+    "Eva: morning, coffee?",
+    "Ola: later, first the invoices",
+    "Eva: fine, go ahead",
+    "Ola: invoice INV-2031 from Brightline came in at 4,311.60",
+    "Eva: that is more than we planned",
+    "Ola: we agreed to split it between two teams",
+    "Eva: then half goes on this quarter",
+    "Ola: done, next topic",
+    "Eva: the offsite",
+    "Ola: the venue is booked",
+]
+
+
+@pytest.fixture
+def meeting(lane: psycopg.Connection) -> list[int]:
+    """A meeting whose fifth turn names an invoice, and another meeting that does not."""
+    ids = put(
+        lane,
+        [
+            {"kind": "conversation", "content": text, "thread_id": "m1", "thread_position": n, "vector": unit(1, n, 0)}
+            for n, text in enumerate(TURNS)
+        ],
+    )
+    put(
+        lane,
+        [
+            {"kind": "conversation", "content": text, "thread_id": "m2", "thread_position": n, "vector": NEAR}
+            for n, text in enumerate(TURNS[:4] + TURNS[5:])
+        ],
+    )
+    return ids
+
+
+def test_thread_context_brings_the_turns_around_an_exact_hit(meeting: list[int], lane) -> None:
+    """The anchor (the turn naming the code) first, then its neighbours by steps away, within
+    three positions, nearest the question first; nothing of the other meeting."""
+    rows = ranked(lane, "thread_context", "What did we decide about INV-2031?", NEAR)
+    assert rows == [meeting[4], meeting[3], meeting[5], meeting[2], meeting[6], meeting[1], meeting[7]]
+    degraded = ranked(lane, "thread_context", "What did we decide about INV-2031?")
+    assert degraded == rows  # by position within a step, without a vector
+
+
+def test_thread_context_needs_a_rare_term(meeting: list[int], lane) -> None:
+    assert ranked(lane, "thread_context", "What did Ola say about the venue?", NEAR) == []  # Ola: on every other turn
+    assert ranked(lane, "thread_context", "Which quarter?", NEAR) == []
+
+
+def test_thread_context_keeps_to_the_anchors_thread_and_lane(lane, meeting: list[int]) -> None:
+    """Another lane's conversation with the same thread id names the code at position 9: each
+    anchor brings the turns of its own lane's thread only."""
+    lane.execute("select emem.create_lane('other')")
+    other = put(
+        lane,
+        [
+            {
+                "kind": "conversation",
+                "lane": "other",
+                "content": "Eva: INV-2031 again" if n == 9 else f"Eva: other turn {n}",
+                "thread_id": "m1",
+                "thread_position": n,
+            }
+            for n in range(11)
+        ],
+    )
+    assert set(ranked(lane, "thread_context", "INV-2031", NEAR)) == {*meeting[1:8], *other[6:11]}
+
+
+# ---- degraded orders by relevance -------------------------------------------------------------------
+
+
+def test_degraded_full_text_ranks_by_bm25_not_record_id(lane) -> None:
+    """Written oldest first: a long text naming Kowalski once, a short one, one naming him three
+    times; the last has the most occurrences, the long one is scored down for its length."""
+    long_text = "Kowalski " + " ".join(f"word{i}" for i in range(80))
+    once_long, once_short, thrice = put(
+        lane, [{"content": long_text}, {"content": "Kowalski called"}, {"content": "Kowalski, Kowalski and Kowalski"}]
+    )
+    put(lane, [{"content": f"note {i} on Brightline"} for i in range(5)])
+    for profile in ("fulltext", "fulltext_by_rarity", "fulltext_words"):
+        assert ranked(lane, profile, "Kowalski") == [thrice, once_short, once_long], profile
+    # the seed's lookup keeps terms matched first: a note naming both comes before all of them
+    [both] = put(lane, [{"content": long_text + " Brightline"}])
+    assert ranked(lane, "fulltext", "Kowalski Brightline")[:4] == [both, thrice, once_short, once_long]
+
+
+@pytest.mark.parametrize("profile", ["tags", "tags_by_terms"])
+def test_degraded_tags_rank_by_the_rarest_tag_not_record_id(lane, profile: str) -> None:
+    """Ten records tagged `project` and `apollo` written before one tagged `project apollo`: all
+    match both words; the one matched through the rarer tag comes first."""
+    put(lane, [{"content": f"note {i}", "tags": ["project", "apollo"]} for i in range(10)])
+    [rare] = put(lane, [{"content": "the rare one", "tags": ["project apollo"]}])
+    assert ranked(lane, profile, "project apollo")[0] == rare
