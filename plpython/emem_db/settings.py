@@ -17,6 +17,7 @@ from emem_db.registry import SEED_PROFILE
 
 MAX_CANDIDATES = 1_000  # pgvector's largest hnsw.ef_search
 LANE_ISOLATION_MODES = ("seed", "strict")
+MAX_TOTALS_BOUND = 2_147_483_647  # totals are counted up to a bound that fits an integer
 
 
 class SettingError(ValueError):
@@ -38,6 +39,14 @@ def _profile(value: str) -> None:
         raise SettingError(f"emem.pipeline_profile: {error}") from None
 
 
+def _totals_bound(value: str) -> None:
+    if not value.strip().isdigit() or not 0 <= int(value) <= MAX_TOTALS_BOUND:
+        raise SettingError(
+            f"emem.exact_totals_up_to = {value!r} is out of range; accepted: an integer from 0 (totals always"
+            f" exact) to {MAX_TOTALS_BOUND}"
+        )
+
+
 def _isolation(value: str) -> None:
     if value.strip().lower() not in LANE_ISOLATION_MODES:
         raise SettingError(f"emem.lane_isolation = {value!r}; accepted: {', '.join(LANE_ISOLATION_MODES)}")
@@ -54,6 +63,7 @@ SETTINGS: dict[str, Setting] = {
     "emem.record_vector_candidates": Setting("100", _candidate_count("emem.record_vector_candidates")),
     "emem.window_vector_candidates": Setting("20", _candidate_count("emem.window_vector_candidates")),
     "emem.lane_isolation": Setting("seed", _isolation),
+    "emem.exact_totals_up_to": Setting("10000", _totals_bound),
 }
 
 
@@ -70,6 +80,8 @@ class FindSettings:
     pipeline_profile: dict[str, float]
     candidate_counts: dict[str, int]
     strict: bool
+    # Totals are exact up to this many candidates, a lower bound beyond (0: always exact).
+    exact_totals_up_to: int
 
 
 def find_settings(values: dict[str, str | None]) -> FindSettings:
@@ -84,6 +96,7 @@ def find_settings(values: dict[str, str | None]) -> FindSettings:
             "window_vectors": int(chosen["emem.window_vector_candidates"]),
         },
         chosen["emem.lane_isolation"].strip().lower() == "strict",
+        int(chosen["emem.exact_totals_up_to"]),
     )
 
 

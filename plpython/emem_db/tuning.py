@@ -17,16 +17,26 @@ class Tuning:
     # 720 ms and 10-35 ms.
     exact_candidates: int = 2_000
     filtered_scan_cost_ratio: float = 10
+    # Degraded, a broad full-text or edge match is read in record-id order by probing records in
+    # their primary key's order (reach * records / size of them), each probe some twice the cost
+    # of a record of a whole read.
+    degraded_probe_cost_ratio: float = 2
     # ef_search of the filtered scans: fixed, so that a longer fetch extends a shorter one.
     filtered_scan_ef_search: int = 100
     # A scored list with more broad tags or terms than this is read whole (2^n - 1 tiers otherwise).
     max_broad_parts: int = 3
+    # Edges of a question term that the labels' statistics call broad: this many of its matched
+    # labels are read to estimate how many records their edges end at.
+    edge_sample: int = 200
     # A term's document frequency is counted up to this many records (a larger one says little).
     document_frequency_cap: int = 20_000
     # fulltext_words leaves out a word on more than this share of the records (and on at least
     # common_word_floor of them: a word on fewer records is cheap to search, however common).
     common_word_share: float = 0.05
     common_word_floor: int = 1_000
+    # Bounded totals: a list the column statistics alone put at this many times the bound passes it
+    # (an estimate lags behind writes; the margin keeps the lower bound below the true total).
+    estimated_totals_margin: float = 2.0
 
 
 DEFAULT_TUNING = Tuning()

@@ -10,7 +10,7 @@ index where it has one (Match.ids_in_order_sql), else in the exact order.
 
 from collections.abc import Iterable, Sequence
 
-from emem_db.lists.base import CandidateList, Counting, Match
+from emem_db.lists.base import CandidateList, Counting, Match, Size
 from emem_db.merge import Candidate
 from emem_db.reader import Reader
 
@@ -32,12 +32,26 @@ class BroadList(CandidateList):
         return self.loaded
 
     def size(self) -> int:
+        match = self.match
         if self._size is None:
-            match = self.match
+            self._size = match.size.exact
+        if self._size is None:
             self._size = self.reader.execute(
                 match.count_sql, list(match.count_types), list(match.count_args), cache=False
             )[0]["n"]
         return self._size
+
+    def known_size(self) -> Size:
+        return self.match.size if self._size is None else Size.exactly(self._size)
+
+    def count_up_to(self, limit: int) -> int:
+        known = self.known_size()
+        if known.exact is not None or known.lower >= limit:
+            return min(known.lower, limit)
+        counted = self.match.count_up_to(limit)
+        if counted < limit:
+            self._size = counted  # counted whole
+        return counted
 
     def members(self, record_ids: Iterable[int]) -> set[int]:
         """Probed, not fetched."""
