@@ -87,6 +87,12 @@ class Reader:
             return self.exact_limit
         return self.crossover(self.tuning.degraded_probe_cost_ratio)
 
+    def scan_budget(self, limit: int) -> int:
+        """How many records a lazy read of `limit` records of a broad match may pass (HNSW visits, a
+        walk in record-id order): twice what finding them in a match of probed_limit records takes.
+        A sparser match is read whole."""
+        return max(limit, int(2 * limit * self.rows_of("records") / self.probed_limit))
+
     def crossover(self, ratio: float) -> int:
         """Where reading a match whole costs what reading `reach` of it from a scan that passes about
         reach * records / size records costs, each `ratio` times a whole read's cost per record."""
@@ -177,6 +183,16 @@ class Reader:
                 order by found.score desc, distance nulls last, found.record_id""",
             ["bigint[]", "public.vector", "float8[]"],
             [record_ids, self.request.vector, scores],
+        )
+
+    def nearest_first(self, record_ids: list[int]) -> list[Candidate]:
+        """These records by distance, records without a vector last, ties by record id."""
+        return self.candidates(
+            f"""select found.record_id, {self.distance_sql("$2")} as distance
+                from pg_catalog.unnest($1::bigint[]) as found (record_id)
+                order by distance nulls last, found.record_id""",
+            ["bigint[]", "public.vector"],
+            [record_ids, self.request.vector],
         )
 
     def distance_sql(self, vector: str) -> str:

@@ -27,7 +27,7 @@ class Tuning:
     max_broad_parts: int = 3
     # Edges of a question term that the labels' statistics call broad: this many of its matched
     # labels are read to estimate how many records their edges end at.
-    edge_sample: int = 200
+    edge_sample: int = 1_000
     # A term's document frequency is counted up to this many records (a larger one says little).
     document_frequency_cap: int = 20_000
     # fulltext_words leaves out a word on more than this share of the records (and on at least
@@ -35,8 +35,9 @@ class Tuning:
     common_word_share: float = 0.05
     common_word_floor: int = 1_000
     # Bounded totals: a list the column statistics alone put at this many times the bound passes it
-    # (an estimate lags behind writes; the margin keeps the lower bound below the true total).
-    estimated_totals_margin: float = 2.0
+    # (statistics lag behind writes, up to the 10% of a table autovacuum lets change before it
+    # analyses again; the margin keeps the lower bound below the true total).
+    estimated_totals_margin: float = 1.5
 
 
 DEFAULT_TUNING = Tuning()

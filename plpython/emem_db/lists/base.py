@@ -75,6 +75,9 @@ class Match:
     count_args: tuple = ()
     known_ids: Sequence[int] = ()
     ids_in_order_sql: str | None = None
+    # Whether ids_in_order_sql passes only records of a part (an index in record-id order, a tag's
+    # records), never every record: degraded, such a match is read lazily at any size.
+    in_order_cheaply: bool = False
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from emem_db import fragments
 from emem_db.lists.base import (
     CandidateList,
     Counting,
@@ -43,6 +44,8 @@ class Part:
     score_key: Any
     # The same ids in a form a walk in record-id order streams (None: ids_sql serves).
     ids_in_order_sql: str | None = None
+    # A full-text part's tsquery (its text): tiers of such parts are one tsquery each.
+    tsquery: str | None = None
 
     @property
     def walk_cost(self) -> float:
@@ -57,15 +60,28 @@ class Part:
         return float("inf") if self.ids_in_order_sql is not None else self.walk_cost
 
 
-def tier_match(reader: Reader, parts: tuple[Part, ...], broad: list[Part], narrow: Predicate) -> Match:
-    """The records holding these broad parts, none of the other broad ones and nothing narrow,
-    walked from the smallest of the parts."""
+@dataclass(frozen=True)
+class Narrow:
+    """What a tiered list reads whole (its scored part): records a predicate holds for, given
+    also as a tsquery's text when it is the records matching one (full text)."""
+
+    holds: Predicate
+    tsquery: str | None = None
+
+
+def tier_match(reader: Reader, parts: tuple[Part, ...], broad: list[Part], narrow: Narrow | None) -> Match:
+    """The records holding these broad parts, none of the other broad ones and nothing narrow:
+    when every part is full text, the records matching one tsquery (the index intersects the
+    terms); else walked from the smallest of the parts, probing the others."""
     others = [part for part in broad if part not in parts]
+    if all(part.tsquery for part in broad) and (narrow is None or narrow.tsquery):
+        excluded = [part.tsquery for part in others] + ([narrow.tsquery] if narrow else [])
+        return text_tier(reader, " & ".join(f"({part.tsquery})" for part in parts), excluded, parts)
 
     def holds_also(record_id: str, held: Iterable[Part]) -> str:
         held_sql = "".join(f"({part.holds(record_id)}) and " for part in held)
         not_held = "".join(f"not ({part.holds(record_id)}) and " for part in others)
-        return f"({held_sql}{not_held}not ({narrow(record_id)}))"
+        return f"({held_sql}{not_held}not ({narrow.holds(record_id) if narrow else 'false'}))"
 
     def walking(source: Part, ids: str) -> str:
         # A record of the source part holds the source: only the rest is checked.
@@ -83,6 +99,24 @@ def tier_match(reader: Reader, parts: tuple[Part, ...], broad: list[Part], narro
         count_up_to=capped_count(reader, ids_sql),
         size=Size(0, min(uppers) if uppers else None),  # a tier holds at most its smallest part
         ids_in_order_sql=f"{walking(in_order, in_order.ids_in_order_sql or in_order.ids_sql)} order by found.record_id",
+        in_order_cheaply=in_order.ids_in_order_sql is None,  # walked from a tag's index, not every record
+    )
+
+
+def text_tier(reader: Reader, held: str, excluded: list[str], parts: tuple[Part, ...]) -> Match:
+    """A tier of full-text parts: the records matching `held` and none of `excluded` (tsqueries'
+    text), as one tsquery."""
+    query = held + "".join(f" & !({other})" for other in excluded)
+    quoted, lanes = fragments.quoted_tsquery(reader.plpy, query), reader.lanes_sql
+    ids_sql = fragments.text_matching(quoted, lanes)
+    uppers = [part.size.upper for part in parts if part.size.upper is not None]
+    return Match(
+        holds=lambda record_id: fragments.text_matches(record_id, quoted, lanes),
+        ids_sql=ids_sql,
+        count_sql=f"select pg_catalog.count(*) as n from ({ids_sql}) as tier",
+        count_up_to=capped_count(reader, ids_sql),
+        size=Size(0, min(uppers) if uppers else None),
+        ids_in_order_sql=f"{ids_sql} order by r.record_id",
     )
 
 
@@ -94,7 +128,7 @@ class TieredList(CandidateList):
         scored: ScoredList,
         broad: list[Part],
         score: Callable[[tuple[Part, ...]], float],
-        narrow: Predicate,
+        narrow: Narrow | None,
     ) -> None:
         self.whole = BroadList(reader, whole)
         tiers = [

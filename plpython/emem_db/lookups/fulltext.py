@@ -13,7 +13,7 @@ from emem_db.lists.base import CandidateList, Match, Size, capped_count
 from emem_db.lists.broad import BroadList
 from emem_db.lists.fetched import FetchedList
 from emem_db.lists.scored import ScoredList
-from emem_db.lists.tiered import Part, TieredList
+from emem_db.lists.tiered import Narrow, Part, TieredList
 from emem_db.reader import Reader
 
 
@@ -102,7 +102,9 @@ def scored_fulltext(reader: Reader, queries: list[str], sizes: list[Size], weigh
         fulltext_scored(reader, queries, weights, within=narrow),
         [term_part(reader, queries[n], sizes[n], weights[n]) for n in broad],
         lambda held: sum(part.score_key for part in held),
-        lambda record_id: fragments.text_matches(record_id, any_narrow, reader.lanes_sql) if narrow else "false",
+        Narrow(lambda record_id: fragments.text_matches(record_id, any_narrow, reader.lanes_sql), any_of(narrow))
+        if narrow
+        else None,
     )
 
 
@@ -113,6 +115,7 @@ def term_part(reader: Reader, query: str, size: Size, weight: float) -> Part:
         fragments.text_matching(quoted, lanes),
         size,
         weight,
+        tsquery=query,
     )
 
 

@@ -17,7 +17,7 @@ from emem_db.lists.base import CandidateList, Match, Predicate, Size
 from emem_db.lists.broad import BroadList
 from emem_db.lists.fetched import FetchedList
 from emem_db.lists.scored import ScoredList
-from emem_db.lists.tiered import Part, TieredList
+from emem_db.lists.tiered import Narrow, Part, TieredList
 from emem_db.reader import Reader
 
 
@@ -161,12 +161,16 @@ def edge_match(reader: Reader, terms: list[str]) -> EdgeMatch:
 
 def ends_size(sample: list[int], most: float) -> Size:
     """What the ends drawn in a sample of a broad term's edges tell of all its ends: at least the
-    distinct ones seen; about as many as the repeats in the sample suggest, at most `most`."""
+    distinct ones seen; an estimate (at most `most`) on the low side of what the repeats in the
+    sample suggest: as if they were two standard deviations more (repeats count about as a
+    Poisson variable)."""
     seen = len(set(sample))
-    return Size(seen, None, min(most, distinct_estimate(len(sample), seen)))
+    repeats = len(sample) - seen
+    likely_distinct = len(sample) - (repeats + 2 * math.sqrt(repeats) + 1)
+    return Size(seen, None, min(most, distinct_estimate(len(sample), max(likely_distinct, 0.0))))
 
 
-def distinct_estimate(drawn: int, distinct: int) -> float:
+def distinct_estimate(drawn: int, distinct: float) -> float:
     """How many distinct values a set likely holds when `drawn` values drawn from it show `distinct`
     different ones: the N for which drawing that many gives that many on average,
     N * (1 - exp(-drawn / N)) = distinct (unbounded when none repeats)."""
@@ -319,6 +323,7 @@ def whole_match(reader: Reader, match: TagMatch, terms: list[str]) -> Match:
             if len(match.tags) == 1 and not edges.found
             else None
         ),
+        in_order_cheaply=len(match.tags) == 1 and not edges.found,
     )
 
 
@@ -350,7 +355,7 @@ def edge_ends_up_to(reader: Reader, term: str, terms: list[str], limit: int) -> 
         batch *= 2
 
 
-def narrow_predicate(reader: Reader, match: TagMatch, terms: list[str], narrow: list[str]) -> Predicate:
+def narrow_predicate(reader: Reader, match: TagMatch, terms: list[str], narrow: list[str]) -> Narrow:
     """Holds a tag that is not broad, or ends an edge whose label holds a narrow term: what a
     tiered list reads whole."""
     plpy, lanes = reader.plpy, reader.lanes_sql
@@ -368,7 +373,7 @@ def narrow_predicate(reader: Reader, match: TagMatch, terms: list[str], narrow: 
         ]
         return f"({' or '.join(held)})" if held else "false"
 
-    return holds
+    return Narrow(holds)
 
 
 def ends_edge(reader: Reader, match: TagMatch, terms: list[str]) -> Predicate:
