@@ -14,8 +14,13 @@ SCORED_ARRAYS = (
 
 
 def labels_within(label_terms: str, terms: str) -> str:
-    """A label matches a question when its terms overlap the question's and all are in it."""
-    return f"{label_terms} operator(pg_catalog.&&) {terms} and {label_terms} operator(pg_catalog.<@) {terms}"
+    """A label matches a question when its terms overlap the question's and all are in it. Only
+    the overlap is left to the terms' GIN index: "contained in" would make it read the entries of
+    every question term (and every empty array) for each lookup; rows are checked for it instead."""
+    return (
+        f"{label_terms} operator(pg_catalog.&&) {terms}"
+        f" and coalesce({label_terms} operator(pg_catalog.<@) {terms}, false)"
+    )
 
 
 def in_lanes(lane: str, lanes: str | None) -> str:

@@ -51,6 +51,7 @@ class Reader:
         self.tuning = state.tuning
         self.request = request
         self.reach = reach
+        self.table_rows: dict[str, float] = {}
 
     @property
     def degraded(self) -> bool:
@@ -144,13 +145,16 @@ class Reader:
         return cached[1]
 
     def rows_of(self, table: str) -> float:
-        """The planner's estimate of an emem table's rows (0 before it was first analysed)."""
-        return self.execute(
-            """select greatest(c.reltuples, 0) as n from pg_catalog.pg_class as c
-               where c.relnamespace = 'emem'::pg_catalog.regnamespace and c.relname = $1""",
-            ["name"],
-            [table],
-        )[0]["n"]
+        """The planner's estimate of an emem table's rows (0 before it was first analysed), read
+        once per request."""
+        if table not in self.table_rows:
+            self.table_rows[table] = self.execute(
+                """select greatest(c.reltuples, 0) as n from pg_catalog.pg_class as c
+                   where c.relnamespace = 'emem'::pg_catalog.regnamespace and c.relname = $1""",
+                ["name"],
+                [table],
+            )[0]["n"]
+        return self.table_rows[table]
 
     def execute(self, sql: str, types: list[str], args: list[Any], cache: bool = True) -> list[dict]:
         """Run a statement; its plan is kept for the backend unless the text holds values

@@ -23,8 +23,9 @@ class Tuning:
     degraded_probe_cost_ratio: float = 2
     # ef_search of the filtered scans: fixed, so that a longer fetch extends a shorter one.
     filtered_scan_ef_search: int = 100
-    # A scored list with more broad tags or terms than this is read whole (2^n - 1 tiers otherwise).
-    max_broad_parts: int = 3
+    # A scored list with more broad tags or terms than this is read whole (2^n - 1 tiers otherwise, each
+    # read only when the merge reaches its score).
+    max_broad_parts: int = 5
     # Edges of a question term that the labels' statistics call broad: this many of its matched
     # labels are read to estimate how many records their edges end at.
     edge_sample: int = 1_000

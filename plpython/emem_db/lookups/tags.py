@@ -98,7 +98,7 @@ def tag_candidates(reader: Reader, by_terms: bool) -> CandidateList:
         scored_tags(reader, match.tags, terms, within=(narrow, match.edges)),
         parts,
         lambda held: len(frozenset().union(*(part.score_key for part in held))),
-        narrow_predicate(reader, match, terms, narrow),
+        narrow_predicate(reader, match, narrow),
     )
 
 
@@ -355,21 +355,19 @@ def edge_ends_up_to(reader: Reader, term: str, terms: list[str], limit: int) -> 
         batch *= 2
 
 
-def narrow_predicate(reader: Reader, match: TagMatch, terms: list[str], narrow: list[str]) -> Narrow:
+def narrow_predicate(reader: Reader, match: TagMatch, narrow: list[str]) -> Narrow:
     """Holds a tag that is not broad, or ends an edge whose label holds a narrow term: what a
     tiered list reads whole."""
     plpy, lanes = reader.plpy, reader.lanes_sql
-    narrow_terms = match.edges.narrow_terms
-    ends = fragments.matched_edge_ends(
-        quoted_array(plpy, terms, "text"), lanes, holding=quoted_array(plpy, narrow_terms, "text")
-    )
-    narrow_ends = f"select ends.endpoint from ({ends}) as ends (endpoint, terms)" if narrow_terms else None
+    # The narrow terms' ends are at hand: a constant array, hashed once per statement.
+    endpoints = match.edges.narrow_endpoints
+    narrow_ends = f"'{{{','.join(str(int(end)) for end in endpoints)}}}'::bigint[]" if endpoints else None
     narrow_sql = quoted_array(plpy, narrow, "text") if narrow else None
 
     def holds(record_id: str) -> str:
         held = [
             *([fragments.holds_tag(record_id, narrow_sql, lanes)] if narrow_sql else []),
-            *([f"{record_id} in ({narrow_ends})"] if narrow_ends else []),
+            *([f"{record_id} operator(pg_catalog.=) any ({narrow_ends})"] if narrow_ends else []),
         ]
         return f"({' or '.join(held)})" if held else "false"
 
