@@ -41,9 +41,12 @@ def bounded_totals(reader: Reader, lists: Iterable[CandidateList], bound: int) -
     largest = max((size.lower for size in sizes), default=0)
     if largest > bound:
         return Totals(largest, False)
-    # The column statistics span every lane: under strict isolation they decide nothing.
+    # Estimates (the column statistics, samples of edges) span every lane: under strict isolation
+    # they decide nothing.
     margin = reader.tuning.estimated_totals_margin
-    if reader.request.lanes is None and any((size.estimate or 0) >= margin * bound for size in sizes):
+    if reader.request.lanes is None and any(
+        (candidates.estimated_size() or 0) >= margin * bound for candidates in lists
+    ):
         return Totals(bound, False)
     if any(candidates.count_up_to(bound + 1) > bound for candidates in lists):
         return Totals(bound, False)

@@ -71,6 +71,8 @@ class Match:
     count_sql: str
     count_up_to: CountUpTo
     size: Size = Size(0)
+    # An estimate of the size worked out only when asked (a sample), beside size.estimate.
+    estimate: Callable[[], float | None] | None = None
     count_types: tuple[str, ...] = ()
     count_args: tuple = ()
     known_ids: Sequence[int] = ()
@@ -110,6 +112,10 @@ class CandidateList(ABC):
     @abstractmethod
     def count_up_to(self, limit: int) -> int:
         """min(size, limit), at a cost that grows with the limit rather than with the list."""
+
+    def estimated_size(self) -> float | None:
+        """An estimate of the size (column statistics, a sample), never a bound; None: none."""
+        return self.known_size().estimate
 
     @abstractmethod
     def members(self, record_ids: Iterable[int]) -> set[int]:

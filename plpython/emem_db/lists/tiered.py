@@ -174,6 +174,9 @@ class TieredList(CandidateList):
     def count_up_to(self, limit: int) -> int:
         return self.whole.count_up_to(limit)
 
+    def estimated_size(self) -> float | None:
+        return self.whole.estimated_size()
+
     def members(self, record_ids: Iterable[int]) -> set[int]:
         return self.whole.members(record_ids)
 

@@ -25,12 +25,13 @@ from emem_db.reader import Reader
 class EdgeMatch:
     """The edges whose labels the question's terms match, per term those labels hold: the ends of
     the edges whose labels hold a narrow term (gathered), and the broad terms with what is known
-    of the number of their edges' ends."""
+    of the number of their edges' ends (an estimate is sampled only when the totals ask)."""
 
     narrow_terms: list[str]
     narrow_endpoints: list[int]
     broad_terms: list[str]
-    broad_sizes: list[Size]
+    broad_sizes: list[Size]  # the distinct ends seen (0 when the term's labels were not read)
+    broad_most_ends: list[float]  # at most so many ends (math.inf: no bound known)
 
     @property
     def found(self) -> bool:
@@ -124,9 +125,8 @@ def tag_match(reader: Reader, terms: list[str]) -> TagMatch:
 def edge_match(reader: Reader, terms: list[str]) -> EdgeMatch:
     """The matched edges per question term, each term's labels read up to probed_limit + 1: a term
     with more is broad. A term whose matched labels the labels' statistics (their most common
-    values, whole) put beyond probed_limit is broad without that reading: a sample of
-    Tuning.edge_sample labels estimates its ends. The statistics span every lane: under strict
-    isolation they only spare that reading (the totals take no estimate then)."""
+    values, whole) put beyond probed_limit is broad without that reading. The statistics span
+    every lane: they only spare that reading, they decide no answer."""
     limit = reader.probed_limit
     labels = reader.rows_of("edge_labels")
     within = [
@@ -135,28 +135,44 @@ def edge_match(reader: Reader, terms: list[str]) -> EdgeMatch:
         if held <= set(terms)
     ]
     estimated = {term: sum(share for held, share in within if term in held) * labels for term in terms}
-    caps = [reader.tuning.edge_sample if estimated[term] > limit else limit + 1 for term in terms]
+    to_read = [term for term in terms if estimated[term] <= limit]
     rows = reader.execute(
         f"""select t.term, pg_catalog.count(*) as labels,
                    pg_catalog.array_agg(m.from_record_id) operator(pg_catalog.||) pg_catalog.array_agg(m.to_record_id)
                        as ends
-            from rows from (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::bigint[])) as t (term, cap)
-            cross join lateral ({edges_holding(reader, "t.term", "$1", "t.cap")}) as m
+            from pg_catalog.unnest($2::text[]) as t (term)
+            cross join lateral ({edges_holding(reader, "t.term", "$1", "$3")}) as m
             group by t.term""",
-        ["text[]", "text[]", "bigint[]"],
-        [terms, terms, caps],
+        ["text[]", "text[]", "bigint"],
+        [terms, to_read, limit + 1],
     )
-    read = {row["term"]: (row["labels"], list(row["ends"])) for row in rows}
-    cap_of = dict(zip(terms, caps, strict=True))
-    narrow = [term for term in terms if term in read and read[term][0] < cap_of[term] and read[term][0] <= limit]
-    broad = [term for term in terms if term in read and term not in narrow]
+    read = {row["term"]: (row["labels"], set(row["ends"])) for row in rows}
+    narrow = [term for term in to_read if term in read and read[term][0] <= limit]
+    broad = [term for term in terms if term not in to_read or (term in read and term not in narrow)]
     return EdgeMatch(
         narrow,
         sorted(set().union(*(read[term][1] for term in narrow))),
         broad,
+        [Size(len(read[term][1])) if term in read else Size(0) for term in broad],
         # An edge has at most two ends: a term whose labels the statistics count has at most twice as many.
-        [ends_size(read[term][1], 2 * estimated[term] if estimated[term] > limit else math.inf) for term in broad],
+        [2 * estimated[term] if term not in to_read else math.inf for term in broad],
     )
+
+
+def estimated_ends(reader: Reader, edges: EdgeMatch, terms: list[str]) -> float | None:
+    """An estimate of how many records end the broad terms' edges (the largest of the terms'):
+    from a sample of Tuning.edge_sample matched labels of each."""
+    estimates = []
+    for term, most in zip(edges.broad_terms, edges.broad_most_ends, strict=True):
+        row = reader.execute(
+            f"""select pg_catalog.array_agg(m.from_record_id) operator(pg_catalog.||)
+                       pg_catalog.array_agg(m.to_record_id) as ends
+                from ({edges_holding(reader, "$2", "$1", "$3")}) as m""",
+            ["text[]", "text", "bigint"],
+            [terms, term, reader.tuning.edge_sample],
+        )[0]
+        estimates.append(ends_size(list(row["ends"] or ()), most).estimate or 0.0)
+    return max(estimates, default=None)
 
 
 def ends_size(sample: list[int], most: float) -> Size:
@@ -188,11 +204,14 @@ def distinct_estimate(drawn: int, distinct: float) -> float:
 
 def edges_holding(reader: Reader, term: str, terms: str, limit: str) -> str:
     """The ends (from_record_id, to_record_id) of at most `limit` matched edges whose label holds
-    `term` (SQL expressions each)."""
+    `term` (SQL expressions each): those labels first, each edge then probed by its key."""
     return f"""select e.from_record_id, e.to_record_id
-               from emem.edge_labels as el join emem.edges as e on e.edge_id = el.edge_id
-               where el.label_terms operator(pg_catalog.@>) array[{term}]
-                 and {fragments.labels_within("el.label_terms", terms)}{fragments.edge_in_lanes("e", reader.lanes_sql)}
+               from (select el.edge_id from emem.edge_labels as el
+                     where el.label_terms operator(pg_catalog.@>) array[{term}]
+                       and {fragments.labels_within("el.label_terms", terms)}) as el
+               cross join lateral (select e.from_record_id, e.to_record_id from emem.edges as e
+                                   where e.edge_id = el.edge_id{fragments.edge_in_lanes("e", reader.lanes_sql)}
+                                   offset 0) as e
                limit {limit}"""
 
 
@@ -315,6 +334,7 @@ def whole_match(reader: Reader, match: TagMatch, terms: list[str]) -> Match:
         count_sql=count_sql,
         count_up_to=count_up_to,
         size=size,
+        estimate=(lambda: estimated_ends(reader, edges, terms)) if edges.broad_terms else None,
         count_types=("text", "text[]", "bigint[]"),
         count_args=count_args,
         known_ids=edges.narrow_endpoints,
