@@ -189,16 +189,6 @@ class Reader:
             [record_ids, self.request.vector, scores],
         )
 
-    def nearest_first(self, record_ids: list[int]) -> list[Candidate]:
-        """These records by distance, records without a vector last, ties by record id."""
-        return self.candidates(
-            f"""select found.record_id, {self.distance_sql("$2")} as distance
-                from pg_catalog.unnest($1::bigint[]) as found (record_id)
-                order by distance nulls last, found.record_id""",
-            ["bigint[]", "public.vector"],
-            [record_ids, self.request.vector],
-        )
-
     def distance_sql(self, vector: str) -> str:
         """The cosine distance of a record (found.record_id) to the question vector (the
         parameter `vector`); NULL without a vector."""

@@ -19,7 +19,7 @@ CountUpTo = Callable[[int], int]
 class Size:
     """What is known of how many records a set holds without counting them: at least `lower`, at
     most `upper` (None: no bound known), and an estimate from the column statistics (None: none).
-    An estimate is never a bound: statistics lag behind writes."""
+    An estimate is never a bound: statistics lag behind writes, samples may mislead."""
 
     lower: int
     upper: int | None = None

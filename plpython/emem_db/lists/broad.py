@@ -8,9 +8,10 @@ the matching records without a vector. Degraded, the match is read in record-id 
 (Match.ids_in_order_sql: from an index, or by walking records and probing them), else in the
 exact order.
 
-A match whose size is not known to pass Reader.probed_limit (a tier, a broad edge term's
-ends) is counted up to it first: a small one is read whole, since scanning or walking for a few
-records would pass most of the others.
+A match known to hold at most Reader.probed_limit records is read whole. Any other is read
+lazily within a budget (Reader.scan_budget): a scan or walk that passes that many records without
+finding enough means the match is too sparse for it (a tier of exclusive terms, a lane's edges at
+one end of the record ids), and it is read whole.
 """
 
 from collections.abc import Iterable, Sequence

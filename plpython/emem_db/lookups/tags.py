@@ -171,25 +171,27 @@ def estimated_ends(reader: Reader, edges: EdgeMatch, terms: list[str]) -> float 
             ["text[]", "text", "bigint"],
             [terms, term, reader.tuning.edge_sample],
         )[0]
-        estimates.append(ends_size(list(row["ends"] or ()), most).estimate or 0.0)
+        sample = list(row["ends"] or ())
+        complete = len(sample) < 2 * reader.tuning.edge_sample  # every matched label was read
+        estimates.append(float(len(set(sample))) if complete else ends_estimate(sample, most))
     return max(estimates, default=None)
 
 
-def ends_size(sample: list[int], most: float) -> Size:
-    """What the ends drawn in a sample of a broad term's edges tell of all its ends: at least the
-    distinct ones seen; an estimate (at most `most`) on the low side of what the repeats in the
-    sample suggest: as if they were two standard deviations more (repeats count about as a
-    Poisson variable)."""
-    seen = len(set(sample))
-    repeats = len(sample) - seen
+def ends_estimate(sample: list[int], most: float) -> float:
+    """How many records a broad term's edges end at, from the ends drawn in a sample of them: on
+    the low side of what the repeats in the sample suggest (as if there were two standard
+    deviations more of them, repeats counting about as a Poisson variable), at most `most`."""
+    repeats = len(sample) - len(set(sample))
     likely_distinct = len(sample) - (repeats + 2 * math.sqrt(repeats) + 1)
-    return Size(seen, None, min(most, distinct_estimate(len(sample), max(likely_distinct, 0.0))))
+    return min(most, distinct_estimate(len(sample), max(likely_distinct, 0.0)))
 
 
 def distinct_estimate(drawn: int, distinct: float) -> float:
     """How many distinct values a set likely holds when `drawn` values drawn from it show `distinct`
     different ones: the N for which drawing that many gives that many on average,
     N * (1 - exp(-drawn / N)) = distinct (unbounded when none repeats)."""
+    if drawn == 0:
+        return 0.0
     if distinct >= drawn:
         return math.inf
     low, high = float(distinct), float(distinct) * drawn + 1.0
