@@ -58,7 +58,8 @@ EDGE_ROWS = f"""
 @dataclass(frozen=True)
 class TagSchema:
     """How tags are matched in the installed emem: terms stored on each record_tags row (0.1.0
-    as first released), or once per tag in emem.tag_vocabulary."""
+    as first released), once per tag in emem.tag_vocabulary (0.1.1), or once per lane and tag,
+    record_tags carrying the lane (0.2.0)."""
 
     tagged_rows: str  # (record_id, terms) of the records the question's terms tag
     tagged_exists: str  # whether record {alias}.record_id is one of them
@@ -66,12 +67,18 @@ class TagSchema:
 
     @classmethod
     def detect(cls, conn: psycopg.Connection) -> TagSchema:
-        if conn.execute("select to_regclass('emem.tag_vocabulary') is not null").fetchone()[0]:
+        per_lane = conn.execute(
+            """select exists (select from pg_attribute where attrelid = to_regclass('emem.tag_vocabulary')
+                              and attname = 'lane_name' and not attisdropped)"""
+        ).fetchone()[0]
+        if per_lane or conn.execute("select to_regclass('emem.tag_vocabulary') is not null").fetchone()[0]:
+            same_row = " and rt.lane_name = v.lane_name" if per_lane else ""
             return cls(
                 f"""select rt.record_id, v.tag_terms from emem.tag_vocabulary as v
-                    join emem.record_tags as rt on rt.tag = v.tag where {MATCHES_TERMS.format(column="v.tag_terms")}""",
+                    join emem.record_tags as rt on rt.tag = v.tag{same_row}
+                    where {MATCHES_TERMS.format(column="v.tag_terms")}""",
                 f"""exists (select from emem.record_tags as rt where rt.record_id = {{alias}}.record_id
-                            and rt.tag = any (array(select v.tag from emem.tag_vocabulary as v
+                            and rt.tag = any (array(select distinct v.tag from emem.tag_vocabulary as v
                                                     where {MATCHES_TERMS.format(column="v.tag_terms")})))""",
                 True,
             )
@@ -191,7 +198,7 @@ class Floor:
         if question.fulltext_terms:
             bare += [
                 self.fulltext_count(question, params),
-                self.fulltext(question, params) if with_vector else self.fulltext_degraded(question, params),
+                *(self.fulltext(question, params) if with_vector else [self.fulltext_degraded(question, params)]),
             ]
         return bare
 
@@ -286,14 +293,23 @@ class Floor:
         query = f"select count(*) from ({self.schema.matches}) as matched"
         return Bare("tags_count", sql.SQL(query), params)
 
-    def fulltext(self, question: Question, params: dict) -> Bare:
-        query = sql.SQL(f"""
+    def fulltext(self, question: Question, params: dict) -> list[Bare]:
+        """Two correct formulations, the faster counts: every match sorted by distance, and (for a
+        broad match) the HNSW index scanned in distance order keeping matching records."""
+        exact = sql.SQL(f"""
             select r.record_id, {distance(self.dimension)} as distance
             from emem.records as r
             left join emem.record_vectors as rv on rv.space_id = {self.space} and rv.record_id = r.record_id
             where r.content_search @@ ({{any_term}})
             order by distance nulls last, r.record_id limit %(k)s""").format(any_term=any_term(question.fulltext_terms))
-        return Bare("fulltext", query, params)
+        hnsw = sql.SQL(f"""
+            select rv.record_id, {distance(self.dimension)} as distance
+            from emem.record_vectors as rv
+            where rv.space_id = {self.space}
+              and exists (select from emem.records as r where r.record_id = rv.record_id
+                          and r.content_search @@ ({{any_term}}))
+            order by distance limit %(k)s""").format(any_term=any_term(question.fulltext_terms))
+        return [Bare("fulltext_exact", exact, params), Bare("fulltext_hnsw", hnsw, params)]
 
     def fulltext_degraded(self, question: Question, params: dict) -> Bare:
         query = sql.SQL("""

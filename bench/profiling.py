@@ -191,13 +191,13 @@ def wrap(owner, name):
     patched.append((owner, name, original))
 
 def find():
-    return gather.find(plpy.execute("select current_user as u")[0]["u"], p["question"], p["vector"], 1, p["page_size"])
+    return gather.find(p["question"], p["vector"], 1, p["page_size"])
 
 for _ in range(2):
     find()
-for name in ("caller", "request", "check_vector", "active_space", "run_lookups", "rows"):
+for name in ("caller", "request", "active_space", "unit_vector", "run_lookups", "rows"):
     wrap(gather, name)
-for name in ("interleave", "total_candidates"):
+for name in ("interleave", "bounded_totals"):
     wrap(gather_module, name)
 try:
     started = time.perf_counter()

@@ -9,9 +9,13 @@ import psycopg
 from corpus import Corpus
 from db import scalar, vector_text
 
-KINDS = ("code_only", "rare_tag", "broad_tag", "meaning_only", "mixed")
+KINDS = ("code_only", "rare_tag", "broad_tag", "meaning_only", "mixed", "edge_heavy", "three_broad")
 BROAD_TAG = "meeting"
 RARE_TAG_SHARE = 0.0005  # about 50 records at 100k
+# The status of a quarter of the edges: its edges end at some 100,000 records at 1M.
+EDGE_HEAVY = "what was paid?"
+# Three full-text terms WordNet does not know, each on a quarter to a half of the records.
+THREE_BROAD = "what happened in Q3 or Q4 2024?"
 
 
 @dataclass(frozen=True)
@@ -78,12 +82,20 @@ def texts(conn: psycopg.Connection, records: int) -> dict[str, tuple[str, int]]:
     broad_cluster, _ = anchor(
         conn, "exists (select from emem.record_tags as t where t.record_id = r.record_id and t.tag = %s)", (BROAD_TAG,)
     )
+    paid_cluster, _ = anchor(
+        conn,
+        "exists (select from emem.edges as e where e.from_record_id = r.record_id"
+        " and e.properties->>'status' = 'paid')",
+    )
+    quarter_cluster, _ = anchor(conn, "r.content like '%%Q3 2024%%'")
     return {
         "code_only": (code, code_cluster),
         "rare_tag": (f"what about the {rare}?", rare_cluster),
         "broad_tag": (f"what about the {BROAD_TAG}?", broad_cluster),
         "meaning_only": ("how did the team feel about the weekend?", 7),
         "mixed": (f"did {name} pay {mixed_code} for the project apollo {BROAD_TAG} in Q3?", mixed_cluster),
+        "edge_heavy": (EDGE_HEAVY, paid_cluster),
+        "three_broad": (THREE_BROAD, quarter_cluster),
     }
 
 

@@ -10,7 +10,7 @@ import psycopg
 from db import scalar
 from measure import Cell, percentiles
 
-FIND_CELLS = ("find_p1", "find_p10", "find_table_p1", "find_table_p10", "exact_first_p1")
+FIND_CELLS = ("find_p1", "find_p10", "find_table_p1", "find_table_p10", "exact_first_p1", "find_exact_p1")
 FLOOR_LOOKUPS = ("tags", "fulltext", "record_vectors", "window_vectors")
 COUNTS = ("tags_count", "fulltext_count", "vectors_count")
 # The recommended profile's floor: its lookups for page 1 (the seed floor's where they are the same)
@@ -39,7 +39,7 @@ def expected_rows(name: str, cells: dict[str, Cell], page_size: int) -> int | No
     if name in ("tags", "tags_exact", "tags_hnsw"):
         count = count_of(cells, "tags_count")
         return None if count is None else min(page_size, count)
-    if name == "fulltext":
+    if name in ("fulltext", "fulltext_exact", "fulltext_hnsw"):
         count = count_of(cells, "fulltext_count")
         return None if count is None else min(page_size, count)
     if name == "record_vectors":
@@ -60,7 +60,9 @@ def floor_summary(cells: dict[str, Cell], page_size: int) -> dict:
         if wanted is not None and got != wanted:
             incorrect[name] = f"returned {got} rows, needs {wanted}"
             continue
-        lookup = "tags" if name.startswith("tags") and name != "tags_count" else name
+        lookup = next(
+            (prefix for prefix in ("tags", "fulltext") if name.startswith(prefix) and name not in COUNTS), name
+        )
         median = percentiles(cell.times)["p50"]
         if lookup not in medians or median < medians[lookup]:
             medians[lookup] = median
@@ -97,12 +99,16 @@ def envelope(cell: Cell) -> dict:
 
 
 def envelope_totals(cells: dict[str, Cell]) -> dict:
-    first, tenth = envelope(cells["find_p1"]), envelope(cells["find_p10"])
+    first, tenth, exact = envelope(cells["find_p1"]), envelope(cells["find_p10"]), envelope(cells["find_exact_p1"])
     return {
         "total_candidates": first.get("total_candidates"),
         "total_pages": first.get("total_pages"),
+        "totals_exact": first.get("totals_exact"),
+        "exact_total_candidates": exact.get("total_candidates"),
         "rows_page_1": len(first.get("rows", [])),
         "rows_page_10": len(tenth.get("rows", [])),
+        "same_rows_as_exact": [r["record_id"] for r in first.get("rows", [])]
+        == [r["record_id"] for r in exact.get("rows", [])],
     }
 
 
@@ -125,6 +131,8 @@ def summarise(cells: dict[str, Cell], page_size: int, with_vector: bool) -> dict
             "find_over_hybrid_recipe": ratio(p1, hybrid["hybrid_recipe"]["p50"]),
             "p95_over_p50": ratio(find["find_p1"]["p95"], p1),
             "page10_over_page1": ratio(find["find_p10"]["p50"], p1),
+            "exact_totals_over_floor_with_counts": ratio(find["find_exact_p1"]["p50"], floor["floor_with_counts_ms"]),
+            "exact_totals_over_bounded": ratio(find["find_exact_p1"]["p50"], p1),
             "exact_first_over_floor_with_counts": ratio(find["exact_first_p1"]["p50"], floor["floor_with_counts_ms"]),
             "exact_first_over_its_floor_with_counts": ratio(
                 find["exact_first_p1"]["p50"], xf_floor["floor_with_counts_ms"]
@@ -146,11 +154,12 @@ def fmt(value: float | int | None, width: int = 7, digits: int = 1) -> str:
 
 LATENCY_HEADER = (
     f"{'question':<13}{'vector':<9}{'p1 p50':>8}{'p1 p95':>8}{'p10 p50':>8}{'p10 p95':>8}"
-    f"{'tbl p1':>8}{'tbl p10':>8}{'xf p1':>8}{'cands':>7}{'pages':>6}{'rows p10':>9}"
+    f"{'tbl p1':>8}{'tbl p10':>8}{'xf p1':>8}{'exact p1':>9}{'cands':>8}{'exact':>6}{'all cands':>10}{'pages':>6}"
+    f"{'rows p10':>9}"
 )
 RATIO_HEADER = (
-    f"{'question':<13}{'vector':<9}{'find':>7}{'floor':>7}{'fl+cnt':>7}{'hybrid':>7}{'recipe':>7}"
-    f"{'f/floor':>8}{'f/fl+c':>8}{'f/hyb':>7}{'p95/50':>7}{'p10/p1':>7}  floor lookups (ms)"
+    f"{'question':<13}{'vector':<9}{'find':>7}{'floor':>7}{'fl+cnt':>7}{'exact':>7}{'hybrid':>7}{'recipe':>7}"
+    f"{'f/floor':>8}{'f/fl+c':>8}{'ex/fl+c':>8}{'f/hyb':>7}{'p95/50':>7}{'p10/p1':>7}  floor lookups (ms)"
 )
 
 
@@ -160,8 +169,9 @@ def latency_line(kind: str, mode: str, s: dict) -> str:
         f"{kind:<13}{mode:<9}{fmt(f['find_p1']['p50'], 8)}{fmt(f['find_p1']['p95'], 8)}"
         f"{fmt(f['find_p10']['p50'], 8)}{fmt(f['find_p10']['p95'], 8)}{fmt(f['find_table_p1']['p50'], 8)}"
         f"{fmt(f['find_table_p10']['p50'], 8)}{fmt(f['exact_first_p1']['p50'], 8)}"
-        f"{fmt(s['total_candidates'])}{fmt(s['total_pages'], 6)}"
-        f"{fmt(s['rows_page_10'], 9)}"
+        f"{fmt(f['find_exact_p1']['p50'], 9)}{fmt(s['total_candidates'], 8)}"
+        f"{('yes' if s['totals_exact'] else 'no').rjust(6)}{fmt(s['exact_total_candidates'], 10)}"
+        f"{fmt(s['total_pages'], 6)}{fmt(s['rows_page_10'], 9)}"
     )
 
 
@@ -171,9 +181,10 @@ def ratio_line(kind: str, mode: str, s: dict) -> str:
     counts = " ".join(f"{name}={ms:.1f}" for name, ms in fl["counts_ms"].items())
     return (
         f"{kind:<13}{mode:<9}{fmt(s['find']['find_p1']['p50'])}{fmt(fl['floor_ms'])}"
-        f"{fmt(fl['floor_with_counts_ms'])}{fmt(s['hybrid']['hybrid']['p50'])}"
+        f"{fmt(fl['floor_with_counts_ms'])}{fmt(s['find']['find_exact_p1']['p50'])}{fmt(s['hybrid']['hybrid']['p50'])}"
         f"{fmt(s['hybrid']['hybrid_recipe']['p50'])}{fmt(r['find_over_floor'], 8, 2)}"
-        f"{fmt(r['find_over_floor_with_counts'], 8, 2)}{fmt(r['find_over_hybrid'], 7, 2)}"
+        f"{fmt(r['find_over_floor_with_counts'], 8, 2)}{fmt(r['exact_totals_over_floor_with_counts'], 8, 2)}"
+        f"{fmt(r['find_over_hybrid'], 7, 2)}"
         f"{fmt(r['p95_over_p50'], 7, 2)}{fmt(r['page10_over_page1'], 7, 2)}  {lookups}; {counts}"
     )
 
@@ -193,15 +204,16 @@ def exact_first_line(kind: str, mode: str, s: dict) -> str:
 TABLES = (
     (
         "e_gather_find latency, ms (client wall time, warm; p1/p10 = page 1/10 of 30; tbl = e_gather_find,"
-        " the others e_gather_find_envelope; xf = the recommended exact_first profile;"
-        " page 10 lies past the end when pages < 10)",
+        " the others e_gather_find_envelope; xf = the recommended exact_first profile; exact p1 = page 1 with"
+        " emem.exact_totals_up_to = 0; cands = total_candidates as find tells it, exact = whether that is exact"
+        " (else a lower bound), all cands = the exact total; page 10 lies past the end when pages < 10)",
         LATENCY_HEADER,
         latency_line,
     ),
     (
         "side by side, p50 ms: find page 1; floor = sum of the four bare lookups for page 1;"
         " fl+cnt = floor + what the exact totals need (counting tag and full-text matches,"
-        " fetching the 100 + 20 vector candidates);"
+        " fetching the 100 + 20 vector candidates); exact = find page 1 with exact totals (ex/fl+c its ratio);"
         " hybrid = two-way RRF (HNSW-served), recipe = as published",
         RATIO_HEADER,
         ratio_line,

@@ -25,6 +25,7 @@ import psycopg
 from corpus import DIMENSION, Corpus
 from db import Server, connection, install_script_md5, modules_md5, scalar
 from floor import ITERATIVE_SCAN, Floor, TagSchema, WeightedTerms, create_hybrids, hybrid_queries
+from lanes import AGENTS, agent_connection, ensure_agents, ensure_edge_lane, lane_cells, lane_lines, lane_summary
 from load import Target, build, space_id, stored_corpus, update_extension
 from measure import Cell, backend_memory, fresh_connections, latency, percentiles, throughput
 from profiling import profile_question
@@ -50,6 +51,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--records", type=int, default=100_000, help="corpus size (default 100000)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--rebuild", action="store_true", help="build the corpus again even when it is stored")
+    parser.add_argument(
+        "--reuse-corpus",
+        action="store_true",
+        help="reuse a stored corpus of the same size and seed even when this release's install script changed"
+        " since it was built (while developing: its tables must be the same)",
+    )
     parser.add_argument("--quick", action="store_true", help="fewer repetitions and shorter runs (smoke run)")
     parser.add_argument("--repetitions", type=int, help="timed rounds per cell (default 40, quick 8)")
     parser.add_argument("--fresh-connections", type=int, help="new connections timed (default 10, quick 3)")
@@ -86,7 +93,7 @@ def corpus_ready(target: Target, args: argparse.Namespace, script_md5: str | Non
         if updated_from is not None:
             say(f"updated emem in {target.dbname} from {updated_from} by ALTER EXTENSION emem UPDATE")
             stored = stored | {"extension_script_md5": script_md5}
-        if stored.get("extension_script_md5") == script_md5:
+        if stored.get("extension_script_md5") == script_md5 or args.reuse_corpus:
             say(f"reusing {target.dbname}: {target.records} records, seed {target.seed} (--rebuild to load again)")
             return stored, True
     say(
@@ -118,6 +125,7 @@ def load_lines(load: dict) -> str:
 def find_cells(
     conn: psycopg.Connection,
     exact_first_conn: psycopg.Connection,
+    exact_conn: psycopg.Connection,
     question: Question,
     with_vector: bool,
     page_size: int,
@@ -131,6 +139,7 @@ def find_cells(
             ("find_table_p1", conn, FIND_TABLE, 1),
             ("find_table_p10", conn, FIND_TABLE, 10),
             ("exact_first_p1", exact_first_conn, FIND_ENVELOPE, 1),
+            ("find_exact_p1", exact_conn, FIND_ENVELOPE, 1),
         )
     ]
 
@@ -151,14 +160,16 @@ def run_latency(server: Server, args: argparse.Namespace, questions: list[Questi
         connection(server, args.dbname) as find_conn,
         connection(server, args.dbname) as floor_conn,
         connection(server, args.dbname) as exact_first_conn,
+        connection(server, args.dbname) as exact_conn,
     ):
         exact_first_conn.execute("select set_config('emem.pipeline_profile', %s, false)", (EXACT_FIRST_PROFILE,))
+        exact_conn.execute("set emem.exact_totals_up_to = 0")  # totals always exact: the column beside the bounded
         floor = Floor(TagSchema.detect(floor_conn), space, DIMENSION, args.page_size)
         floor_conn.execute(f"set hnsw.iterative_scan = {ITERATIVE_SCAN}")
         cells: dict[str, dict[str, Cell]] = {}
         for question in questions:
             for mode, with_vector in MODES.items():
-                group = find_cells(find_conn, exact_first_conn, question, with_vector, args.page_size)
+                group = find_cells(find_conn, exact_first_conn, exact_conn, question, with_vector, args.page_size)
                 group += bare_cells(floor_conn, floor, question, with_vector)
                 cells[f"{question.kind}/{mode}"] = {cell.key: cell for cell in group}
         say(f"latency: {sum(len(g) for g in cells.values())} cells x {args.repetitions} rounds")
@@ -172,6 +183,19 @@ def run_latency(server: Server, args: argparse.Namespace, questions: list[Questi
         "memory_after_warm_runs": memory,
         "round_trip_select_1": percentiles(round_trip.times),
     }
+
+
+def run_lanes(server: Server, args: argparse.Namespace, questions: list[Question]) -> dict:
+    """Another lane's edges against agents reading lane ops, under each isolation (lanes.py)."""
+    rare = next(q for q in questions if q.kind == "rare_tag")
+    connections = {isolation: agent_connection(server, args.dbname, role) for isolation, role in AGENTS.items()}
+    try:
+        cells = lane_cells(connections, rare.terms[0], rare.vector, FIND_ENVELOPE, args.page_size)
+        latency(cells, args.repetitions)
+    finally:
+        for conn in connections.values():
+            conn.close()
+    return lane_summary(cells)
 
 
 def run_concurrency(server: Server, args: argparse.Namespace, questions: list[Question]) -> dict:
@@ -251,6 +275,12 @@ def main(argv: list[str]) -> int:
     say(load_lines(load))
     with connection(server, args.dbname) as conn:
         space = space_id(conn)
+        added = ensure_edge_lane(conn, Corpus(args.records, args.seed), space)
+        if added is not None:
+            say(
+                f"added lane {added['lane']}: {added['records']} records, {added['edges']} edges ({added['seconds']} s)"
+            )
+        ensure_agents(conn)
         create_hybrids(conn, space, DIMENSION)
         questions = build_questions(conn, Corpus(args.records, args.seed))
         info = machine(conn)
@@ -259,6 +289,8 @@ def main(argv: list[str]) -> int:
     for q in questions:
         say(f"  {q.kind:<13} {q.text!r}: terms {list(q.terms)}, full text {list(q.fulltext_terms)}")
     timings = run_latency(server, args, questions, space)
+    say("another lane's edges: agents reading lane ops, seed and strict")
+    lanes = run_lanes(server, args, questions)
     say(f"fresh connections: {args.fresh_connections} per question ({', '.join(FRESH_KINDS)})")
     fresh = {
         q.kind: fresh_connections(
@@ -296,6 +328,7 @@ def main(argv: list[str]) -> int:
         "corpus_reused": reused,
         "questions": [vars(q) | {"vector": "(near a cluster centre)"} for q in questions],
         "latency": timings["summaries"],
+        "lanes": lanes,
         "round_trip_select_1": timings["round_trip_select_1"],
         "fresh_connection": fresh,
         "throughput": concurrency,
@@ -306,6 +339,8 @@ def main(argv: list[str]) -> int:
     path = write_result(result)
     say("")
     say(tables(timings["summaries"]))
+    say("")
+    say(lane_lines(lanes))
     say("")
     say(f"round trip of `select 1`: p50 {timings['round_trip_select_1']['p50']:.2f} ms")
     for kind, figures in fresh.items():

@@ -661,7 +661,7 @@ begin
 end
 $$;
 comment on function emem.set_agent_setting(text, text, text) is
-  'Sets (value NULL: removes) an emem setting for the finds of an agent profile''s roles: emem.pipeline_profile, emem.record_vector_candidates, emem.window_vector_candidates, emem.lane_isolation (seed or strict), emem.vector_coverage_threshold (0 to 1). Agents cannot change them in their sessions. Returns the profile''s settings.';
+  'Sets (value NULL: removes) an emem setting for the finds of an agent profile''s roles: emem.pipeline_profile, emem.record_vector_candidates, emem.window_vector_candidates, emem.lane_isolation (seed or strict), emem.vector_coverage_threshold (0 to 1), emem.exact_totals_up_to (0: totals always exact). Agents cannot change them in their sessions. Returns the profile''s settings.';
 -- The write API. Agents write only through it (they may not write the tables): every function
 -- runs as the extension's owner (SECURITY DEFINER), acts for the session's role
 -- (emem._acting_role()) and writes only into that role's write lanes. Every argument is checked

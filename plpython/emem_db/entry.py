@@ -30,8 +30,8 @@ class Backend:
         self.tuning: Tuning = DEFAULT_TUNING
         self._analyser: Analyser | None = None
         self.plans: dict[tuple, Any] = {}
-        # (when emem.records was last analysed, {lexeme: share of records}): lookups.fulltext.common_lexemes
-        self.common_lexemes: tuple[tuple, dict[str, float]] | None = None
+        # Per statistic read, (when its table was last analysed, the rows read): Reader.statistics
+        self.statistics: dict[str, tuple[tuple, list[dict]]] = {}
         # (when the server read its configuration files, {emem setting: value}): find.OwnerSettings
         self.file_settings: tuple[Any, dict[str, str]] | None = None
         self._last_interrupt_check = 0.0

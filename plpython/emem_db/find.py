@@ -14,7 +14,7 @@ from emem_db.merge import Placement, interleave
 from emem_db.reader import Reader, Request, Space
 from emem_db.registry import BY_NAME
 from emem_db.settings import SettingError, find_settings, owner_values, session_values
-from emem_db.totals import total_candidates
+from emem_db.totals import Totals, bounded_size, bounded_totals
 
 MAX_PAGE = 100_000
 MAX_PAGE_SIZE = 1_000
@@ -137,6 +137,7 @@ class Gather:
             lanes,
             degraded_reason,
             settings.strict,
+            settings.exact_totals_up_to,
         )
 
     def space_incomplete(self, space: Space, caller: Caller, threshold: float) -> bool:
@@ -225,8 +226,9 @@ class Gather:
         return {
             "page": page,
             "page_size": page_size,
-            "total_candidates": result.total,
-            "total_pages": math.ceil(result.total / page_size),
+            "total_candidates": result.totals.candidates,
+            "total_pages": math.ceil(result.totals.candidates / page_size),
+            "totals_exact": result.totals.exact,
             "degraded": answer_degraded(request),
             "degraded_reason": request.degraded_reason,
             "pipeline_profile": request.weights,
@@ -253,8 +255,8 @@ class Gather:
         merged = interleave(lists, request.weights, limit=page * page_size, tick=self.state.check_interrupts)
         timings["merge"] = round((time.perf_counter() - started) * 1000, 3)
         offset = (page - 1) * page_size
-        total = total_candidates(reader, lists.values())
-        return PageResult(reader, lists, timings, merged[offset:], offset, total)
+        totals = bounded_totals(reader, lists.values(), request.totals_bound)
+        return PageResult(reader, lists, timings, merged[offset:], offset, totals)
 
     def rows(self, result: "PageResult", caller: Caller) -> list[dict]:
         """The page's rows the caller may read. A row whose place a lookup gave it only through
@@ -347,7 +349,9 @@ class Gather:
             if request.space
             else None,
             "skipped_lookups": [name for name in request.weights if name not in result.lists],
-            "total_candidates": result.total,
+            "total_candidates": result.totals.candidates,
+            "totals_exact": result.totals.exact,
+            "exact_totals_up_to": request.totals_bound,
             "rows": [{key: row[key] for key in ("rank", "record_id", "placed_by", "found_by")} for row in rows],
         }
         if not (caller.reads_all or request.lanes is not None):
@@ -357,9 +361,15 @@ class Gather:
         explained_rows: list[dict] = explained["rows"]
         for row in explained_rows:
             row["list_ranks"] = {name: ranks.get(row["record_id"]) for name, ranks in list_ranks.items()}
+        sizes = {name: bounded_size(candidates, request.totals_bound) for name, candidates in result.lists.items()}
         explained["lookups"] = {
-            name: {"label": BY_NAME[name].label, "candidates": candidates.size(), "milliseconds": result.timings[name]}
-            for name, candidates in result.lists.items()
+            name: {
+                "label": BY_NAME[name].label,
+                "candidates": sizes[name].candidates,
+                "candidates_exact": sizes[name].exact,
+                "milliseconds": result.timings[name],
+            }
+            for name in result.lists
         }
         explained["merge_milliseconds"] = result.timings["merge"]
         return explained
@@ -396,7 +406,7 @@ class PageResult:
     timings: dict[str, float]
     places: list[Placement]
     offset: int
-    total: int
+    totals: Totals
 
 
 def envelope_json(value: dict) -> str:

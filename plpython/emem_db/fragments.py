@@ -14,8 +14,13 @@ SCORED_ARRAYS = (
 
 
 def labels_within(label_terms: str, terms: str) -> str:
-    """A label matches a question when its terms overlap the question's and all are in it."""
-    return f"{label_terms} operator(pg_catalog.&&) {terms} and {label_terms} operator(pg_catalog.<@) {terms}"
+    """A label matches a question when its terms overlap the question's and all are in it. Only
+    the overlap is left to the terms' GIN index: "contained in" would make it read the entries of
+    every question term (and every empty array) for each lookup; rows are checked for it instead."""
+    return (
+        f"{label_terms} operator(pg_catalog.&&) {terms}"
+        f" and coalesce({label_terms} operator(pg_catalog.<@) {terms}, false)"
+    )
 
 
 def in_lanes(lane: str, lanes: str | None) -> str:
@@ -28,30 +33,52 @@ def edge_in_lanes(edge: str, lanes: str | None) -> str:
     return record_in_lanes(f"{edge}.from_record_id", lanes) + record_in_lanes(f"{edge}.to_record_id", lanes)
 
 
-def matched_edge_ends(terms: str, lanes: str | None = None) -> str:
-    """Both ends of every edge whose relation name or a property value the question names, with
-    that label's terms and the edge's other end: rows (endpoint, terms, far_end)."""
+def label_holds(label_terms: str, holding: str | None) -> str:
+    """The label holds one of these terms (an array's SQL; None: any)."""
+    return "" if holding is None else f" and {label_terms} operator(pg_catalog.&&) {holding}"
+
+
+def matched_edge_ends(terms: str, lanes: str | None = None, holding: str | None = None) -> str:
+    """Both ends of every edge whose relation name or a property value the question names (and
+    whose label holds one of `holding`), with that label's terms and the edge's other end: rows
+    (endpoint, terms, far_end)."""
     return f"""select ends.endpoint, el.label_terms, ends.far_end
                from emem.edge_labels as el
                join emem.edges as e on e.edge_id = el.edge_id
                cross join lateral (values (e.from_record_id, e.to_record_id), (e.to_record_id, e.from_record_id))
                    as ends (endpoint, far_end)
-               where {labels_within("el.label_terms", terms)}{edge_in_lanes("e", lanes)}"""
+               where {labels_within("el.label_terms", terms)}{label_holds("el.label_terms", holding)}
+                     {edge_in_lanes("e", lanes)}"""
 
 
-def ends_matched_edge(record_id: str, terms: str, lanes: str | None = None) -> str:
-    """A matched edge ends at this record, probed through the edges' indexes (for a few records
-    at a time, where gathering every matched edge would cost more)."""
+def ends_matched_edge(record_id: str, terms: str, lanes: str | None = None, holding: str | None = None) -> str:
+    """A matched edge (whose label holds one of `holding`) ends at this record, probed through
+    the edges' indexes (for a few records at a time, where gathering every matched edge would
+    cost more)."""
     return f"""exists (select from emem.edges as e join emem.edge_labels as el on el.edge_id = e.edge_id
                        where (e.from_record_id = {record_id} or e.to_record_id = {record_id})
-                         and {labels_within("el.label_terms", terms)}{edge_in_lanes("e", lanes)})"""
+                         and {labels_within("el.label_terms", terms)}{label_holds("el.label_terms", holding)}
+                             {edge_in_lanes("e", lanes)}{PROBE})"""
+
+
+# Predicates over one record are probes: `offset 0` keeps the planner from turning them into a
+# join that gathers the whole match (what a walk of a few records in record-id order must avoid).
+PROBE = " offset 0"
 
 
 def holds_tag(record_id: str, tags: str, lanes: str | None = None) -> str:
     """The record carries one of these tags."""
     return (
         f"exists (select from emem.record_tags as rt where rt.record_id = {record_id}"
-        f" and rt.tag operator(pg_catalog.=) any ({tags}){in_lanes('rt.lane_name', lanes)})"
+        f" and rt.tag operator(pg_catalog.=) any ({tags}){in_lanes('rt.lane_name', lanes)}{PROBE})"
+    )
+
+
+def tagged_with(tag: str, lanes: str | None = None) -> str:
+    """The records carrying this tag (its SQL), in record-id order from the tag's index when asked."""
+    return (
+        "select rt.record_id from emem.record_tags as rt"
+        f" where rt.tag operator(pg_catalog.=) {tag}{in_lanes('rt.lane_name', lanes)}"
     )
 
 
@@ -67,7 +94,7 @@ def text_matches(record_id: str, tsquery: str, lanes: str | None = None) -> str:
     """The record's text matches a tsquery."""
     return (
         f"exists (select from emem.records as r where r.record_id = {record_id}"
-        f" and r.content_search operator(pg_catalog.@@) {tsquery}{in_lanes('r.lane_name', lanes)})"
+        f" and r.content_search operator(pg_catalog.@@) {tsquery}{in_lanes('r.lane_name', lanes)}{PROBE})"
     )
 
 

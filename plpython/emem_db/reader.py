@@ -33,6 +33,8 @@ class Request:
     lanes: tuple[str, ...] | None = None
     degraded_reason: str | None = None
     strict: bool = False
+    # Totals are exact up to this many candidates, a lower bound beyond (0: always exact).
+    totals_bound: int = 0
 
     @property
     def degraded(self) -> bool:
@@ -49,6 +51,7 @@ class Reader:
         self.tuning = state.tuning
         self.request = request
         self.reach = reach
+        self.table_rows: dict[str, float] = {}
 
     @property
     def degraded(self) -> bool:
@@ -70,17 +73,88 @@ class Reader:
 
     @functools.cached_property
     def exact_limit(self) -> int:
-        """How many records a match may hold and still be fetched whole (Tuning.exact_candidates)."""
+        """How many records a tag match may hold and still be fetched whole (Tuning.exact_candidates);
+        with a vector, the crossover with a filtered HNSW scan."""
         if self.degraded:
-            return self.tuning.exact_candidates  # degraded broad lists are read in record-id order: cheap at any size
-        records = self.execute(
-            "select greatest(c.reltuples, 0) as n from pg_catalog.pg_class as c"
-            " where c.oid = 'emem.records'::pg_catalog.regclass",
-            [],
-            [],
-        )[0]["n"]
-        ratio = self.tuning.filtered_scan_cost_ratio
+            return self.tuning.exact_candidates  # degraded broad tags are read in record-id order from their index
+        return self.crossover(self.tuning.filtered_scan_cost_ratio)
+
+    @functools.cached_property
+    def probed_limit(self) -> int:
+        """How many records a full-text or edge match may hold and still be fetched whole. With a
+        vector as exact_limit; degraded, such a match is read in record-id order by probing the
+        records one by one (it has no index in that order): the crossover with that."""
+        if not self.degraded:
+            return self.exact_limit
+        return self.crossover(self.tuning.degraded_probe_cost_ratio)
+
+    def scan_budget(self, limit: int) -> int:
+        """How many records a lazy read of `limit` records of a broad match may pass (HNSW visits, a
+        walk in record-id order): twice what finding them in a match of probed_limit records takes.
+        A sparser match is read whole."""
+        return max(limit, int(2 * limit * self.rows_of("records") / self.probed_limit))
+
+    def crossover(self, ratio: float) -> int:
+        """Where reading a match whole costs what reading `reach` of it from a scan that passes about
+        reach * records / size records costs, each `ratio` times a whole read's cost per record."""
+        records = self.rows_of("records")
         return max(self.tuning.exact_candidates, int(math.sqrt(ratio * self.reach * records)))
+
+    def common_elements(self, table: str, column: str) -> dict[str, float]:
+        """The most common elements of an array or text-search column of an emem table (lexemes,
+        label terms) with the share of rows holding each, from the column's statistics."""
+        rows = self.statistics(
+            table, column, "s.most_common_elems::text::text[] as elements, s.most_common_elem_freqs as shares"
+        )
+        return dict(zip(rows[0]["elements"] or (), rows[0]["shares"] or (), strict=False)) if rows else {}
+
+    def common_arrays(self, table: str, column: str) -> dict[frozenset[str], float]:
+        """The most common values of an array column of an emem table (label terms) as sets, with
+        the share of rows holding each, from the column's statistics."""
+        rows = self.statistics(
+            table,
+            column,
+            "v.value::text[] as elements, v.share",
+            "cross join lateral rows from (pg_catalog.unnest(s.most_common_vals::text::text[]),"
+            " pg_catalog.unnest(s.most_common_freqs)) as v (value, share)",
+        )
+        return {frozenset(row["elements"]): row["share"] for row in rows if row["elements"] is not None}
+
+    def statistics(self, table: str, column: str, columns: str, joined: str = "") -> list[dict]:
+        """Columns selected from a column's pg_stats row `s` (and what is joined to it), kept for the
+        backend until the table is analysed again. Statistics span every lane."""
+        analysed = self.execute(
+            """select pg_catalog.pg_stat_get_last_analyze_time(c.oid)::text as manual,
+                      pg_catalog.pg_stat_get_last_autoanalyze_time(c.oid)::text as auto
+               from pg_catalog.pg_class as c
+               where c.relnamespace = 'emem'::pg_catalog.regnamespace and c.relname = $1""",
+            ["name"],
+            [table],
+        )
+        key = (analysed[0]["manual"], analysed[0]["auto"]) if analysed else (None, None)
+        name = f"{table}.{column}: {columns}"
+        cached = self.state.statistics.get(name)
+        if cached is None or cached[0] != key:
+            rows = self.execute(
+                f"""select {columns} from pg_catalog.pg_stats as s {joined}
+                    where s.schemaname = 'emem' and s.tablename = $1 and s.attname = $2""",
+                ["name", "name"],
+                [table, column],
+            )
+            cached = self.state.statistics[name] = (key, rows)
+        return cached[1]
+
+    def rows_of(self, table: str) -> float:
+        """The planner's estimate of an emem table's rows (0 before it was first analysed), read
+        once per request."""
+        if table not in self.table_rows:
+            self.table_rows[table] = self.execute(
+                """select greatest(c.reltuples, 0) as n from pg_catalog.pg_class as c
+                   where c.relnamespace = 'emem'::pg_catalog.regnamespace and c.relname = $1""",
+                ["name"],
+                [table],
+            )[0]["n"]
+        return self.table_rows[table]
 
     def execute(self, sql: str, types: list[str], args: list[Any], cache: bool = True) -> list[dict]:
         """Run a statement; its plan is kept for the backend unless the text holds values

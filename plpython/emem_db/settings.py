@@ -18,6 +18,7 @@ from emem_db.registry import SEED_PROFILE
 
 MAX_CANDIDATES = 1_000  # pgvector's largest hnsw.ef_search
 LANE_ISOLATION_MODES = ("seed", "strict")
+MAX_TOTALS_BOUND = 2_147_483_647  # totals are counted up to a bound that fits an integer
 
 
 class SettingError(ValueError):
@@ -37,6 +38,14 @@ def _profile(value: str) -> None:
         parse_profile(value)
     except ProfileError as error:
         raise SettingError(f"emem.pipeline_profile: {error}") from None
+
+
+def _totals_bound(value: str) -> None:
+    if not value.strip().isdigit() or not 0 <= int(value) <= MAX_TOTALS_BOUND:
+        raise SettingError(
+            f"emem.exact_totals_up_to = {value!r} is out of range; accepted: an integer from 0 (totals always"
+            f" exact) to {MAX_TOTALS_BOUND}"
+        )
 
 
 def _isolation(value: str) -> None:
@@ -67,6 +76,7 @@ SETTINGS: dict[str, Setting] = {
     # Below this share of records and windows with a current vector of the active space, health
     # and finds say vectors_incomplete; 1: every one.
     "emem.vector_coverage_threshold": Setting("1", _share),
+    "emem.exact_totals_up_to": Setting("10000", _totals_bound),
 }
 
 
@@ -84,6 +94,8 @@ class FindSettings:
     candidate_counts: dict[str, int]
     strict: bool
     coverage_threshold: float
+    # Totals are exact up to this many candidates, a lower bound beyond (0: always exact).
+    exact_totals_up_to: int
 
 
 def find_settings(values: dict[str, str | None]) -> FindSettings:
@@ -99,6 +111,7 @@ def find_settings(values: dict[str, str | None]) -> FindSettings:
         },
         chosen["emem.lane_isolation"].strip().lower() == "strict",
         coverage_threshold(chosen),
+        int(chosen["emem.exact_totals_up_to"]),
     )
 
 

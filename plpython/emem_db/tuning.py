@@ -17,10 +17,18 @@ class Tuning:
     # 720 ms and 10-35 ms.
     exact_candidates: int = 2_000
     filtered_scan_cost_ratio: float = 10
+    # Degraded, a broad full-text or edge match is read in record-id order by probing records in
+    # their primary key's order (reach * records / size of them), each probe some twice the cost
+    # of a record of a whole read.
+    degraded_probe_cost_ratio: float = 2
     # ef_search of the filtered scans: fixed, so that a longer fetch extends a shorter one.
     filtered_scan_ef_search: int = 100
-    # A scored list with more broad tags or terms than this is read whole (2^n - 1 tiers otherwise).
-    max_broad_parts: int = 3
+    # A scored list with more broad tags or terms than this is read whole (2^n - 1 tiers otherwise, each
+    # read only when the merge reaches its score).
+    max_broad_parts: int = 5
+    # A broad edge term's ends are estimated, when the totals ask, from this many of its matched
+    # labels (the repeats among their ends tell how many there are).
+    edge_sample: int = 2_000
     # A term's document frequency is counted up to this many records (a larger one says little).
     document_frequency_cap: int = 20_000
     # fulltext_words leaves out a word on more than this share of the records (and on at least
@@ -34,6 +42,10 @@ class Tuning:
     anchor_frequency: int = 20
     max_anchors: int = 10
     thread_radius: int = 3
+    # Bounded totals: a list the column statistics alone put at this many times the bound passes it
+    # (statistics lag behind writes, up to the 10% of a table autovacuum lets change before it
+    # analyses again; the margin keeps the lower bound below the true total).
+    estimated_totals_margin: float = 1.5
 
 
 DEFAULT_TUNING = Tuning()

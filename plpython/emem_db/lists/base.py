@@ -6,9 +6,56 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from emem_db.merge import Candidate
+from emem_db.reader import Reader
 
 # SQL text that holds for a record, given the SQL of the record's id.
 Predicate = Callable[[str], str]
+# How many records a set holds, counted only up to a limit: min(size, limit), at a cost that
+# grows with the limit, not with the set.
+CountUpTo = Callable[[int], int]
+
+
+@dataclass(frozen=True)
+class Size:
+    """What is known of how many records a set holds without counting them: at least `lower`, at
+    most `upper` (None: no bound known), and an estimate from the column statistics (None: none).
+    An estimate is never a bound: statistics lag behind writes, samples may mislead."""
+
+    lower: int
+    upper: int | None = None
+    estimate: float | None = None
+
+    @classmethod
+    def exactly(cls, count: int) -> "Size":
+        return cls(count, count)
+
+    @property
+    def exact(self) -> int | None:
+        """The size, when it is known exactly."""
+        return self.lower if self.upper == self.lower else None
+
+    @classmethod
+    def of_union(cls, sizes: Iterable["Size"]) -> "Size":
+        """A union holds at least its largest set, at most their sum, about its largest estimate."""
+        sizes = list(sizes)
+        uppers = [size.upper for size in sizes]
+        estimates = [size.estimate for size in sizes if size.estimate is not None]
+        return cls(
+            max((size.lower for size in sizes), default=0),
+            None if None in uppers else sum(upper for upper in uppers if upper is not None),
+            max(estimates) if estimates else None,
+        )
+
+
+def capped_count(reader: Reader, ids_sql: str) -> CountUpTo:
+    """Counts the records of a query of ids without duplicates, up to a limit."""
+
+    def count_up_to(limit: int) -> int:
+        return reader.execute(
+            f"select pg_catalog.count(*) as n from ({ids_sql} limit {limit:d}) as capped", [], [], cache=False
+        )[0]["n"]
+
+    return count_up_to
 
 
 @dataclass(frozen=True)
@@ -16,15 +63,23 @@ class Match:
     """A set of records given as SQL, so that several combine in one statement: a predicate over a
     record-id expression, a query of their ids (less `known_ids`, already at hand), a statement
     that counts them (its one column `n`), and optionally a query of their ids in record-id order
-    that an index answers (for the degraded order)."""
+    (for the degraded order). What is known of its size comes without a statement; `count_up_to`
+    counts it up to a limit."""
 
     holds: Predicate
     ids_sql: str
     count_sql: str
+    count_up_to: CountUpTo
+    size: Size = Size(0)
+    # An estimate of the size worked out only when asked (a sample), beside size.estimate.
+    estimate: Callable[[], float | None] | None = None
     count_types: tuple[str, ...] = ()
     count_args: tuple = ()
     known_ids: Sequence[int] = ()
     ids_in_order_sql: str | None = None
+    # Whether ids_in_order_sql passes only records of a part (an index in record-id order, a tag's
+    # records), never every record: degraded, such a match is read lazily at any size.
+    in_order_cheaply: bool = False
 
 
 @dataclass(frozen=True)
@@ -48,7 +103,19 @@ class CandidateList(ABC):
 
     @abstractmethod
     def size(self) -> int:
-        """How many candidates the whole list holds."""
+        """How many candidates the whole list holds (counted when not known)."""
+
+    @abstractmethod
+    def known_size(self) -> Size:
+        """What is known of the list's size without counting it."""
+
+    @abstractmethod
+    def count_up_to(self, limit: int) -> int:
+        """min(size, limit), at a cost that grows with the limit rather than with the list."""
+
+    def estimated_size(self) -> float | None:
+        """An estimate of the size (column statistics, a sample), never a bound; None: none."""
+        return self.known_size().estimate
 
     @abstractmethod
     def members(self, record_ids: Iterable[int]) -> set[int]:
@@ -62,6 +129,16 @@ class CandidateList(ABC):
         """Each wanted record's rank (from 1) in the list, as far as it was read (explain)."""
         wanted = set(wanted)
         return {c.record_id: rank for rank, c in enumerate(self.read(), start=1) if c.record_id in wanted}
+
+
+class WholeList(CandidateList):
+    """A list whose records are all at hand: its size is known."""
+
+    def known_size(self) -> Size:
+        return Size.exactly(self.size())
+
+    def count_up_to(self, limit: int) -> int:
+        return min(self.size(), limit)
 
 
 def walk(candidates: CandidateList) -> Iterator[Candidate]:

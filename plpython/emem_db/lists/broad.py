@@ -4,13 +4,19 @@ reaches them; its size is counted, not read.
 With a vector, the matching records nearest the question come from an iterative HNSW scan
 filtered by the match (what a page needs, not every matching row). If the scan stops short (it
 ran out, or hit hnsw.max_scan_tuples), the list falls back to the exact order, which also brings
-the matching records without a vector. Degraded, the match is read in record-id order from an
-index where it has one (Match.ids_in_order_sql), else in the exact order.
+the matching records without a vector. Degraded, the match is read in record-id order
+(Match.ids_in_order_sql: from an index, or by walking records and probing them), else in the
+exact order.
+
+A match known to hold at most Reader.probed_limit records is read whole. Any other is read
+lazily within a budget (Reader.scan_budget): a scan or walk that passes that many records without
+finding enough means the match is too sparse for it (a tier of exclusive terms, a lane's edges at
+one end of the record ids), and it is read whole.
 """
 
 from collections.abc import Iterable, Sequence
 
-from emem_db.lists.base import CandidateList, Counting, Match
+from emem_db.lists.base import CandidateList, Counting, Match, Size
 from emem_db.merge import Candidate
 from emem_db.reader import Reader
 
@@ -22,6 +28,8 @@ class BroadList(CandidateList):
         self.loaded: list[Candidate] = []
         self.complete = False
         self._size: int | None = None
+        self._broad: bool | None = None
+        self._estimate: float | None = None  # -1: none
 
     def __getitem__(self, index: int) -> Candidate:
         while index >= len(self.loaded) and not self.complete:
@@ -32,12 +40,33 @@ class BroadList(CandidateList):
         return self.loaded
 
     def size(self) -> int:
+        match = self.match
         if self._size is None:
-            match = self.match
+            self._size = match.size.exact
+        if self._size is None:
             self._size = self.reader.execute(
                 match.count_sql, list(match.count_types), list(match.count_args), cache=False
             )[0]["n"]
         return self._size
+
+    def known_size(self) -> Size:
+        return self.match.size if self._size is None else Size.exactly(self._size)
+
+    def estimated_size(self) -> float | None:
+        if self._estimate is None:
+            sampled = self.match.estimate() if self.match.estimate is not None else None
+            known = self.known_size().estimate
+            self._estimate = max((value for value in (known, sampled) if value is not None), default=-1.0)
+        return None if self._estimate < 0 else self._estimate
+
+    def count_up_to(self, limit: int) -> int:
+        known = self.known_size()
+        if known.exact is not None or known.lower >= limit:
+            return min(known.lower, limit)
+        counted = self.match.count_up_to(limit)
+        if counted < limit:
+            self._size = counted  # counted whole
+        return counted
 
     def members(self, record_ids: Iterable[int]) -> set[int]:
         """Probed, not fetched."""
@@ -52,28 +81,41 @@ class BroadList(CandidateList):
     def counting(self) -> Counting:
         return Counting(self.match.known_ids, self.match)
 
+    def broad(self) -> bool:
+        """Whether the match is read lazily: unless it is known to hold at most probed_limit
+        records (then it is read whole)."""
+        if self._broad is None:
+            known = self.known_size()
+            self._broad = known.upper is None or known.upper > self.reader.probed_limit
+        return self._broad
+
     def fetch(self, limit: int) -> None:
-        if self.reader.degraded:
-            rows = self.in_record_id_order(limit)
-            if rows is None:
-                self.loaded, self.complete = self.exact(), True
-            else:
-                self.loaded, self.complete = rows, len(rows) < limit
+        """Read `limit` records lazily, passing at most Reader.scan_budget(limit) records: a match
+        too sparse for that is read whole."""
+        if not self.broad():
+            self.loaded, self.complete = self.exact(), True
             return
-        rows = self.nearest_matching(limit)
-        if len(rows) < limit:
+        budget = self.reader.scan_budget(limit)
+        rows = self.in_record_id_order(limit, budget) if self.reader.degraded else self.nearest_matching(limit, budget)
+        if rows is None or (len(rows) < limit and not (self.reader.degraded and self.match.in_order_cheaply)):
             self.loaded, self.complete = self.exact(), True
         else:
-            self.loaded = rows
+            self.loaded, self.complete = rows, len(rows) < limit
 
-    def nearest_matching(self, limit: int) -> list[Candidate]:
+    def nearest_matching(self, limit: int, budget: int) -> list[Candidate]:
+        """The `limit` matching records nearest the question, from the HNSW index, passing at
+        most `budget` vectors (fewer rows: the scan ran out)."""
         reader = self.reader
         sql = f"""
             select rv.record_id, {reader.vector_distance_sql("rv.embedding")} as distance
             from emem.record_vectors as rv
             where rv.space_id = {reader.space.space_id:d} and {self.match.holds("rv.record_id")}
             order by distance limit $2"""
-        scan = {"hnsw.iterative_scan": "strict_order", "hnsw.ef_search": str(reader.tuning.filtered_scan_ef_search)}
+        scan = {
+            "hnsw.iterative_scan": "strict_order",
+            "hnsw.ef_search": str(reader.tuning.filtered_scan_ef_search),
+            "hnsw.max_scan_tuples": str(budget),
+        }
         with reader.settings(scan):
             return reader.candidates(sql, ["public.vector", "int"], [reader.request.vector, limit], cache=False)
 
@@ -88,13 +130,19 @@ class BroadList(CandidateList):
             cache=False,
         )
 
-    def in_record_id_order(self, limit: int) -> list[Candidate] | None:
-        """The first `limit` records by id, read from an index, or None when the match has no such read."""
-        if self.match.ids_in_order_sql is None:
+    def in_record_id_order(self, limit: int, budget: int) -> list[Candidate] | None:
+        """The first `limit` records by id (None: the match has no such read): from an index or a
+        part, or walking at most `budget` records in their primary key's order (fewer rows: the
+        match is exhausted or too sparse for the walk)."""
+        ordered = self.match.ids_in_order_sql
+        if ordered is None:
             return None
+        if not self.match.in_order_cheaply:
+            first = f"select r.record_id from emem.records as r order by r.record_id limit {budget:d}"
+            ordered = f"""select walked.record_id from ({first}) as walked
+                          where {self.match.holds("walked.record_id")} order by walked.record_id"""
         return self.reader.candidates(
-            f"select found.record_id, null::float8 as distance from ({self.match.ids_in_order_sql}) as found"
-            f" limit {limit:d}",
+            f"select found.record_id, null::float8 as distance from ({ordered}) as found limit {limit:d}",
             [],
             [],
             cache=False,

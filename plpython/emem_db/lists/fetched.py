@@ -2,11 +2,11 @@
 
 from collections.abc import Iterable, Sequence
 
-from emem_db.lists.base import CandidateList, Counting
+from emem_db.lists.base import Counting, WholeList
 from emem_db.merge import Candidate
 
 
-class FetchedList(CandidateList):
+class FetchedList(WholeList):
     def __init__(self, candidates: list[Candidate]) -> None:
         self.candidates = candidates
 

@@ -7,12 +7,12 @@ import bisect
 import operator
 from collections.abc import Iterable, Sequence
 
-from emem_db.lists.base import CandidateList, Counting
+from emem_db.lists.base import Counting, WholeList
 from emem_db.merge import Candidate
 from emem_db.reader import Reader
 
 
-class ScoredList(CandidateList):
+class ScoredList(WholeList):
     """`record_ids` and `scores` are sorted by score, highest first."""
 
     def __init__(self, reader: Reader, record_ids: list[int], scores: list[float]) -> None:

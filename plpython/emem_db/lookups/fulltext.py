@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 from emem_db import fragments
 from emem_db.fragments import SCORED_ARRAYS, any_of, quoted_tsquery
-from emem_db.lists.base import CandidateList, Match
+from emem_db.lists.base import CandidateList, Match, Size, capped_count
 from emem_db.lists.broad import BroadList
 from emem_db.lists.fetched import FetchedList
 from emem_db.lists.scored import ScoredList
-from emem_db.lists.tiered import Part, TieredList
+from emem_db.lists.tiered import Narrow, Part, TieredList
 from emem_db.reader import Reader
 
 # BM25's constants, as Lucene and most engines set them: how soon more occurrences stop adding
@@ -56,25 +56,23 @@ class Relevance:
 
 def fulltext(reader: Reader) -> CandidateList:
     """Seed: the terms WordNet does not know, by distance (degraded: by terms matched, then
-    BM25). A match of more than exact_limit records is read lazily."""
+    BM25). A match of more than Reader.probed_limit records is read lazily."""
     terms = term_queries(reader, [[term] for term in reader.request.analysis.unknown_terms])
     queries = terms.queries
+    found = document_frequencies(reader, queries, cap=reader.probed_limit + 1)
     if reader.degraded:
-        records, frequencies = document_frequencies(reader, queries)
-        relevance = relevance_of(reader, terms, frequencies, records, is_the_order=False)
-        return scored_fulltext(reader, queries, frequencies, [1.0] * len(queries), relevance)
-    any_term = broad_term_query(reader, queries) if queries else None
-    if any_term is None:
+        relevance = relevance_of(reader, terms, found, is_the_order=False)
+        return scored_fulltext(reader, queries, found.sizes, [1.0] * len(queries), relevance)
+    if not is_broad(reader, queries, found.sizes):
         return fulltext_by_distance(reader, queries)
-    return BroadList(reader, text_match(reader, any_term))
+    return BroadList(reader, text_match(reader, any_of(queries), Size.of_union(found.sizes)))
 
 
 def fulltext_by_rarity(reader: Reader) -> CandidateList:
     """Opt-in: the same terms, by the rarity of those matched (summed IDF), then distance
     (degraded: by BM25)."""
     terms = term_queries(reader, [[term] for term in reader.request.analysis.unknown_terms])
-    records, frequencies = document_frequencies(reader, terms.queries)
-    return fulltext_by_idf(reader, terms, frequencies, records)
+    return fulltext_by_idf(reader, terms, document_frequencies(reader, terms.queries))
 
 
 def fulltext_words(reader: Reader) -> CandidateList:
@@ -85,95 +83,91 @@ def fulltext_words(reader: Reader) -> CandidateList:
     tuning = reader.tuning
     words = [list(dict.fromkeys((typed, term))) for typed, term in reader.request.analysis.content_words]
     terms = term_queries(reader, words)
-    records, frequencies = document_frequencies(reader, terms.queries)
-    common = min(tuning.document_frequency_cap, max(tuning.common_word_floor, tuning.common_word_share * records))
-    telling = [n for n, df in enumerate(frequencies) if df < common]
+    found = document_frequencies(reader, terms.queries)
+    common = min(tuning.document_frequency_cap, max(tuning.common_word_floor, tuning.common_word_share * found.records))
+    telling = [n for n, df in enumerate(found.frequencies) if df < common]
     return fulltext_by_idf(
         reader,
         TermQueries([terms.queries[n] for n in telling], [terms.spellings[n] for n in telling]),
-        [frequencies[n] for n in telling],
-        records,
+        Frequencies(found.records, [found.sizes[n] for n in telling]),
     )
 
 
-def text_match(reader: Reader, query: str) -> Match:
-    """The records whose text matches a tsquery given as text."""
+def text_match(reader: Reader, query: str, size: Size) -> Match:
+    """The records whose text matches a tsquery given as text, of which `size` is known."""
     quoted, lanes = quoted_tsquery(reader.plpy, query), reader.lanes_sql
     ids_sql = fragments.text_matching(quoted, lanes)
     return Match(
         holds=lambda record_id: fragments.text_matches(record_id, quoted, lanes),
         ids_sql=ids_sql,
         count_sql=f"select pg_catalog.count(*) as n from ({ids_sql}) as c",
+        count_up_to=capped_count(reader, ids_sql),
+        size=size,
     )
 
 
-def broad_term_query(reader: Reader, queries: list[str]) -> str | None:
-    """The OR of the terms when they match more than exact_limit records."""
-    row = reader.execute(
-        f"""with question as (select emem._tsquery_any(q) as any_term from pg_catalog.unnest($1::tsquery[]) as q)
-            select (select any_term from question)::text as any_term,
-                   (select pg_catalog.count(*) from (
-                        select from emem.records as r
-                        where r.content_search operator(pg_catalog.@@) (select any_term from question)
-                              {fragments.in_lanes("r.lane_name", reader.lanes_sql)}
-                        limit {reader.exact_limit + 1:d}) as matching) as matching""",
-        ["tsquery[]"],
-        [queries],
-    )[0]
-    return row["any_term"] if row["matching"] > reader.exact_limit else None
+def is_broad(reader: Reader, queries: list[str], sizes: list[Size]) -> bool:
+    """Whether the terms together match more than probed_limit records: known from one term's
+    frequency, or from their sum; else their OR is counted up to the limit."""
+    limit = reader.probed_limit
+    if any(frequency_of(size) > limit for size in sizes):
+        return True
+    uppers = [size.upper for size in sizes]
+    if None not in uppers and sum(upper for upper in uppers if upper is not None) <= limit:
+        return False
+    quoted = quoted_tsquery(reader.plpy, any_of(queries))
+    return capped_count(reader, fragments.text_matching(quoted, reader.lanes_sql))(limit + 1) > limit
 
 
-def fulltext_by_idf(reader: Reader, terms: TermQueries, frequencies: list[float], records: float) -> CandidateList:
+def fulltext_by_idf(reader: Reader, terms: TermQueries, found: "Frequencies") -> CandidateList:
     """Records matching any of the terms, by the summed IDF of those matched, then distance
     (degraded: by BM25)."""
-    weights = [inverse_document_frequency(records, df) for df in frequencies]
-    relevance = relevance_of(reader, terms, frequencies, records, is_the_order=True) if reader.degraded else None
-    return scored_fulltext(reader, terms.queries, frequencies, weights, relevance)
+    weights = [inverse_document_frequency(found.records, df) for df in found.frequencies]
+    relevance = relevance_of(reader, terms, found, is_the_order=True) if reader.degraded else None
+    return scored_fulltext(reader, terms.queries, found.sizes, weights, relevance)
 
 
-def relevance_of(
-    reader: Reader, terms: TermQueries, frequencies: list[float], records: float, is_the_order: bool
-) -> Relevance:
+def relevance_of(reader: Reader, terms: TermQueries, found: "Frequencies", is_the_order: bool) -> Relevance:
+    """BM25 over these terms: a term read in tiers (broad) counts its IDF alone."""
     return Relevance(
         terms.spellings,
-        [inverse_document_frequency(records, df) for df in frequencies],
-        [df <= reader.exact_limit for df in frequencies],
+        [inverse_document_frequency(found.records, df) for df in found.frequencies],
+        [df <= reader.probed_limit for df in found.frequencies],
         is_the_order,
     )
 
 
 def scored_fulltext(
-    reader: Reader,
-    queries: list[str],
-    frequencies: list[float],
-    weights: list[float],
-    relevance: Relevance | None = None,
+    reader: Reader, queries: list[str], sizes: list[Size], weights: list[float], relevance: Relevance | None = None
 ) -> CandidateList:
     """Records matching any of the queries, by the summed weights of those matched, then
-    distance (degraded: by `relevance`). Terms on more than exact_limit records are read in
+    distance (degraded: by `relevance`). Terms on more than probed_limit records are read in
     tiers."""
-    broad = [n for n, df in enumerate(frequencies) if df > reader.exact_limit]
+    broad = [n for n, size in enumerate(sizes) if frequency_of(size) > reader.probed_limit]
     if not broad or len(broad) > reader.tuning.max_broad_parts:
         return fulltext_scored(reader, queries, weights, relevance=relevance)
     narrow = [query for n, query in enumerate(queries) if n not in broad]
     any_narrow = quoted_tsquery(reader.plpy, any_of(narrow))
     return TieredList(
         reader,
-        text_match(reader, any_of(queries)),
+        text_match(reader, any_of(queries), Size.of_union(sizes)),
         fulltext_scored(reader, queries, weights, within=narrow, relevance=relevance),
-        [term_part(reader, queries[n], frequencies[n], weights[n]) for n in broad],
+        [term_part(reader, queries[n], sizes[n], weights[n]) for n in broad],
         lambda held: sum(part.score_key for part in held),
-        lambda record_id: fragments.text_matches(record_id, any_narrow, reader.lanes_sql) if narrow else "false",
+        Narrow(lambda record_id: fragments.text_matches(record_id, any_narrow, reader.lanes_sql), any_of(narrow))
+        if narrow
+        else None,
     )
 
 
-def term_part(reader: Reader, query: str, frequency: float, weight: float) -> Part:
+def term_part(reader: Reader, query: str, size: Size, weight: float) -> Part:
     quoted, lanes = quoted_tsquery(reader.plpy, query), reader.lanes_sql
     return Part(
         lambda record_id: fragments.text_matches(record_id, quoted, lanes),
         fragments.text_matching(quoted, lanes),
-        int(frequency),
+        size,
         weight,
+        tsquery=query,
     )
 
 
@@ -329,24 +323,42 @@ def term_queries(reader: Reader, terms: list[list[str]]) -> TermQueries:
     return TermQueries([row["query"] for row in rows], [list(row["spellings"]) for row in rows])
 
 
-def document_frequencies(reader: Reader, queries: list[str]) -> tuple[float, list[float]]:
-    """The number of records and each term's document frequency. A lexeme common enough to
-    be in the column's statistics takes its frequency from them; any other term is counted
-    (it is rare, so that is cheap), up to Tuning.document_frequency_cap."""
+@dataclass(frozen=True)
+class Frequencies:
+    """The number of records and what is known of each term's document frequency."""
+
+    records: float
+    sizes: list[Size]
+
+    @property
+    def frequencies(self) -> list[float]:
+        return [frequency_of(size) for size in self.sizes]
+
+
+def frequency_of(size: Size) -> float:
+    """A term's document frequency as its weight takes it: the statistics' estimate, else its
+    count (up to the cap it was counted to)."""
+    return size.estimate if size.estimate is not None else float(size.lower)
+
+
+def document_frequencies(reader: Reader, queries: list[str], cap: int | None = None) -> Frequencies:
+    """The number of records and each term's document frequency. A lexeme common enough to be in
+    the column's statistics takes its frequency from them (an estimate); any other term is
+    counted (it is rare, so that is cheap), up to `cap` (Tuning.document_frequency_cap)."""
     if not queries:
-        return 0.0, []
-    cap = reader.tuning.document_frequency_cap
+        return Frequencies(0.0, [])
+    cap = reader.tuning.document_frequency_cap if cap is None else cap
     lanes = reader.lanes_sql
     # The column's statistics span every lane: under strict isolation every term is counted in
     # the readable lanes, so that no ranking reflects what other lanes hold.
-    common = common_lexemes(reader) if lanes is None else {}
+    common = reader.common_elements("records", "content_search") if lanes is None else {}
     shares = [common.get(single_lexeme(query) or "") for query in queries]
     records = (
-        f"""case when c.reltuples >= {cap:d} then c.reltuples
-                 -- an estimate, -1 before the first VACUUM or ANALYZE: a small table is counted
-                 else greatest(c.reltuples, (select pg_catalog.count(*) from (
-                     select from emem.records limit {cap:d}) as r))
-            end"""
+        """case when c.reltuples >= $2 then c.reltuples
+                -- an estimate, -1 before the first VACUUM or ANALYZE: a small table is counted
+                else greatest(c.reltuples, (select pg_catalog.count(*) from (
+                    select from emem.records limit $2) as r))
+           end"""
         if lanes is None
         else f"(select pg_catalog.count(*) from emem.records as r where true{fragments.in_lanes('r.lane_name', lanes)})"
     )
@@ -356,40 +368,26 @@ def document_frequencies(reader: Reader, queries: list[str]) -> tuple[float, lis
                                      select from emem.records as r
                                      where r.content_search operator(pg_catalog.@@) q.query::tsquery
                                            {fragments.in_lanes("r.lane_name", lanes)}
-                                     limit {cap:d}) as matching)::float8
+                                     limit $2) as matching)::bigint
                          from pg_catalog.unnest($1::text[]) with ordinality as q (query, n)
                          order by q.n) as counted
             from pg_catalog.pg_class as c where c.oid = 'emem.records'::pg_catalog.regclass""",
-        ["text[]"],
-        [[query for query, share in zip(queries, shares, strict=True) if share is None]],
+        ["text[]", "bigint"],
+        [[query for query, share in zip(queries, shares, strict=True) if share is None], cap],
     )[0]
     counted = iter(rows["counted"])
-    return rows["n"], [share * rows["n"] if share is not None else next(counted) for share in shares]
+    return Frequencies(
+        rows["n"],
+        [
+            Size(0, None, share * rows["n"]) if share is not None else counted_size(next(counted), cap)
+            for share in shares
+        ],
+    )
 
 
-def common_lexemes(reader: Reader) -> dict[str, float]:
-    """The most common lexemes of the records' text with the share of records holding each, from
-    the column's statistics; kept for the backend until emem.records is analysed again."""
-    analysed = reader.execute(
-        """select pg_catalog.pg_stat_get_last_analyze_time(c.oid)::text as manual,
-                  pg_catalog.pg_stat_get_last_autoanalyze_time(c.oid)::text as auto
-           from pg_catalog.pg_class as c where c.oid = 'emem.records'::pg_catalog.regclass""",
-        [],
-        [],
-    )[0]
-    key = (analysed["manual"], analysed["auto"])
-    state = reader.state
-    if state.common_lexemes is None or state.common_lexemes[0] != key:
-        stats = reader.execute(
-            """select s.most_common_elems::text::text[] as lexemes, s.most_common_elem_freqs as shares
-               from pg_catalog.pg_stats as s
-               where s.schemaname = 'emem' and s.tablename = 'records' and s.attname = 'content_search'""",
-            [],
-            [],
-        )
-        found = stats[0] if stats and stats[0]["lexemes"] else {"lexemes": [], "shares": []}
-        state.common_lexemes = (key, dict(zip(found["lexemes"], found["shares"], strict=False)))
-    return state.common_lexemes[1]
+def counted_size(count: int, cap: int) -> Size:
+    """A count taken up to a cap: exact below it, at least the cap when it reached it."""
+    return Size.exactly(count) if count < cap else Size(cap)
 
 
 def inverse_document_frequency(records: float, df: float) -> float:

@@ -18,7 +18,8 @@ from emem_db.reader import Reader
 
 def thread_context(reader: Reader) -> FetchedList:
     terms = term_queries(reader, [[term] for term in reader.request.analysis.unknown_terms])
-    records, frequencies = document_frequencies(reader, terms.queries)
+    found = document_frequencies(reader, terms.queries)
+    records, frequencies = found.records, found.frequencies
     tuning = reader.tuning
     rare = [n for n, df in enumerate(frequencies) if df <= tuning.anchor_frequency]
     if not rare:

@@ -1,0 +1,326 @@
+"""Bounded totals (emem.exact_totals_up_to): total_candidates and total_pages are exact while the
+merged list holds at most the bound, and beyond it an honest lower bound of at least the bound,
+flagged totals_exact = false; 0 means always exact. Pages are those of the exact reading, with a
+vector and degraded, under the seed's rule (totals count every lane) and under strict isolation
+(only the readable lanes)."""
+
+import json
+import math
+import random
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+from psycopg import errors
+from vectors import unit
+
+from emem_db.lookups.tags import distinct_estimate, ends_estimate
+from emem_db.tuning import DEFAULT_TUNING
+
+VECTOR = "[1,0,0,0]"
+OWN, OTHER = 60, 150  # records tagged `common`, with "Q3" in their text, in each lane
+QUESTIONS = {
+    "tag": "what about the common notes?",
+    "term": "anything from Q3?",
+    "edge": "what was audited?",
+    "mixed": "common Q3 audited rare INV-7",
+}
+
+
+def put(db: psycopg.Connection, lane: str, items: list[dict]) -> list[int]:
+    rng = random.Random(len(items) + len(lane))
+    rows = db.execute(
+        "select record_id from emem.put_records(%s)",
+        (
+            json.dumps(
+                [
+                    {"kind": "note", "lane": lane, "vector": unit(*[rng.uniform(-1, 1) for _ in range(4)]), **item}
+                    for item in items
+                ]
+            ),
+        ),
+    )
+    return [row[0] for row in rows]
+
+
+def link(db: psycopg.Connection, ids: list[int], edges: int) -> None:
+    """`edges` edges named 'audited' between these records, each pair once."""
+    pairs = [(a, b) for a in ids for b in ids if a < b][:edges]
+    db.execute(
+        """insert into emem.edges (from_record_id, to_record_id, relation)
+           select a, b, 'audited' from unnest(%s::bigint[], %s::bigint[]) as p (a, b)""",
+        ([a for a, _ in pairs], [b for _, b in pairs]),
+    )
+
+
+@pytest.fixture
+def corpus(db: psycopg.Connection) -> psycopg.Connection:
+    """Lane `own` (read by the agent) and lane `other`: a common tag and term on many records of
+    each, a rare tag and code on a few, and 'audited' edges inside each lane."""
+    for lane in ("own", "other"):
+        db.execute("select emem.create_lane(%s)", (lane,))
+    db.execute("select emem.create_embedding_space('m', 4, null, true)")
+    own = put(db, "own", [{"content": f"own note {i} in Q3", "tags": ["common"]} for i in range(OWN)])
+    put(db, "own", [{"content": f"rare {i} INV-7", "tags": ["rare"]} for i in range(5)])
+    other = put(db, "other", [{"content": f"other note {i} in Q3", "tags": ["common"]} for i in range(OTHER)])
+    link(db, own, 40)
+    link(db, other, 90)
+    return db
+
+
+@pytest.fixture
+def agents(corpus: psycopg.Connection, make_role: Callable[..., str], dsn: Callable[..., str]) -> Iterator[dict]:
+    """An agent per lane rule, each reading lane `own` only."""
+    connections = {}
+    for isolation in ("seed", "strict"):
+        profile = f"reader_{isolation}"
+        corpus.execute("select emem.create_agent_profile(%s, array['own'])", (profile,))
+        corpus.execute("select emem.set_agent_setting(%s, 'emem.lane_isolation', %s)", (profile, isolation))
+        connections[isolation] = psycopg.connect(dsn(make_role("agent", profile)), autocommit=True)
+    yield connections
+    for conn in connections.values():
+        conn.close()
+
+
+def set_bound(corpus: psycopg.Connection, bound: int | None) -> None:
+    """The bound for the owner's session and for both agents' profiles (None: the default)."""
+    if bound is None:
+        corpus.execute("reset emem.exact_totals_up_to")
+    else:
+        corpus.execute("select set_config('emem.exact_totals_up_to', %s, false)", (str(bound),))
+    profiles = corpus.execute("select profile_name from emem.agent_profiles").fetchall()
+    for (profile,) in profiles:
+        value = None if bound is None else str(bound)
+        corpus.execute("select emem.set_agent_setting(%s, 'emem.exact_totals_up_to', %s)", (profile, value))
+
+
+def envelope(conn: psycopg.Connection, question: str, vector: str | None, page: int = 1, size: int = 30) -> dict:
+    return conn.execute(
+        "select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)", (question, vector, page, size)
+    ).fetchone()[0]
+
+
+def pages(conn: psycopg.Connection, question: str, vector: str | None) -> list[list[int]]:
+    return [[row["record_id"] for row in envelope(conn, question, vector, page, 25)["rows"]] for page in (1, 2, 3)]
+
+
+def assert_bounded(found: dict, exact_total: int, bound: int) -> None:
+    """Exact up to the bound; beyond it a lower bound of at least the bound, never above the total."""
+    if exact_total <= bound:
+        assert found["totals_exact"] and found["total_candidates"] == exact_total
+    if found["totals_exact"]:
+        assert found["total_candidates"] == exact_total
+    else:
+        assert exact_total > bound and bound <= found["total_candidates"] <= exact_total
+    assert found["total_pages"] == math.ceil(found["total_candidates"] / found["page_size"])
+
+
+def exact_totals(conn: psycopg.Connection, corpus: psycopg.Connection, question: str, vector: str | None) -> int:
+    set_bound(corpus, 0)
+    found = envelope(conn, question, vector)
+    assert found["totals_exact"], "a bound of 0 means always exact"
+    return found["total_candidates"]
+
+
+@pytest.mark.parametrize("vector", [VECTOR, None], ids=["vector", "degraded"])
+@pytest.mark.parametrize("kind", list(QUESTIONS))
+def test_totals_are_exact_up_to_the_bound_and_an_honest_lower_bound_beyond(
+    corpus: psycopg.Connection, kind: str, vector: str | None
+) -> None:
+    question = QUESTIONS[kind]
+    total = exact_totals(corpus, corpus, question, vector)
+    reading = pages(corpus, question, vector)
+    assert total > 100, "the question must pass the smaller bounds"
+    for bound in (1, 50, 100, total - 1, total, total + 1, 10_000):
+        set_bound(corpus, bound)
+        found = envelope(corpus, question, vector)
+        assert_bounded(found, total, bound)
+        assert pages(corpus, question, vector) == reading, f"bound {bound} changed the pages"
+
+
+def test_the_default_bound_is_10000_and_0_means_always_exact(corpus: psycopg.Connection) -> None:
+    set_bound(corpus, None)
+    found = envelope(corpus, QUESTIONS["tag"], VECTOR)
+    assert found["totals_exact"] and found["total_candidates"] == exact_totals(corpus, corpus, QUESTIONS["tag"], VECTOR)
+    explained = corpus.execute("select emem.e_gather_explain(%s, null)", (QUESTIONS["tag"],)).fetchone()[0]
+    assert explained["exact_totals_up_to"] == 0  # set by exact_totals
+    set_bound(corpus, None)
+    explained = corpus.execute("select emem.e_gather_explain(%s, null)", (QUESTIONS["tag"],)).fetchone()[0]
+    assert explained["exact_totals_up_to"] == 10_000
+
+
+@pytest.mark.parametrize("vector", [VECTOR, None], ids=["vector", "degraded"])
+def test_seed_rule_counts_every_lane_and_strict_isolation_only_the_readable(
+    corpus: psycopg.Connection, agents: dict[str, psycopg.Connection], vector: str | None
+) -> None:
+    """The agents read lane `own` (60 records tagged common, 65 in all); lane `other` holds 150 more."""
+    question = QUESTIONS["tag"]
+    seed_total = exact_totals(agents["seed"], corpus, question, vector)
+    strict_total = exact_totals(agents["strict"], corpus, question, vector)
+    assert seed_total >= OWN + OTHER and OWN <= strict_total <= OWN + 5
+    readings = {isolation: pages(conn, question, vector) for isolation, conn in agents.items()}
+    for bound in (50, 100, 250):
+        set_bound(corpus, bound)
+        for isolation, total in (("seed", seed_total), ("strict", strict_total)):
+            found = envelope(agents[isolation], question, vector)
+            assert_bounded(found, total, bound)
+            assert found["lane_isolation"] == isolation
+            assert pages(agents[isolation], question, vector) == readings[isolation]
+    set_bound(corpus, 100)  # between the readable lane's candidates and every lane's
+    assert not envelope(agents["seed"], question, vector)["totals_exact"]
+    assert envelope(agents["strict"], question, vector)["totals_exact"]
+
+
+def test_explain_says_whether_the_totals_are_exact(
+    corpus: psycopg.Connection, agents: dict[str, psycopg.Connection]
+) -> None:
+    set_bound(corpus, 100)
+    question = QUESTIONS["mixed"]
+    for conn in (corpus, agents["seed"], agents["strict"]):
+        explained = conn.execute("select emem.e_gather_explain(%s, %s::vector)", (question, VECTOR)).fetchone()[0]
+        found = envelope(conn, question, VECTOR)
+        assert explained["totals_exact"] == found["totals_exact"]
+        assert explained["total_candidates"] == found["total_candidates"]
+        assert explained["exact_totals_up_to"] == 100
+    narrow_everything(corpus)  # lists read lazily: their sizes are counted up to the bound only
+    owner = corpus.execute("select emem.e_gather_explain(%s, %s::vector)", (question, VECTOR)).fetchone()[0]
+    set_bound(corpus, 0)
+    exact = corpus.execute("select emem.e_gather_explain(%s, %s::vector)", (question, VECTOR)).fetchone()[0]
+    assert exact["totals_exact"] and all(lookup["candidates_exact"] for lookup in exact["lookups"].values())
+    assert not owner["totals_exact"]
+    assert not owner["lookups"]["tags"]["candidates_exact"]  # tag `common`, on 210 records, read lazily
+    for name, lookup in owner["lookups"].items():
+        size = exact["lookups"][name]["candidates"]
+        if lookup["candidates_exact"]:
+            assert lookup["candidates"] == size
+        else:
+            assert 100 <= lookup["candidates"] <= size
+
+
+def test_column_statistics_decide_only_under_the_seeds_rule(
+    corpus: psycopg.Connection, agents: dict[str, psycopg.Connection]
+) -> None:
+    """After ANALYZE the statistics put "Q3" on 210 records: for a list read lazily (its size not
+    counted), beyond the bound for every lane; the totals are then the bound itself (an estimate is
+    never reported). Strict isolation counts the readable lane instead."""
+    corpus.execute("analyze emem.records")
+    question = QUESTIONS["term"]
+    narrow_everything(corpus)
+    seed_total = exact_totals(corpus, corpus, question, None)
+    strict_total = exact_totals(agents["strict"], corpus, question, None)
+    set_bound(corpus, 100)
+    owner = envelope(corpus, question, None)
+    assert not owner["totals_exact"] and owner["total_candidates"] == 100 and seed_total > 100
+    strict = envelope(agents["strict"], question, None)
+    assert strict["totals_exact"] and strict["total_candidates"] == strict_total == OWN
+
+
+def test_a_lower_bound_is_the_largest_size_known_exactly(corpus: psycopg.Connection) -> None:
+    """The tag vocabulary counts `common` on 210 records: beyond a bound of 100, find says at least 210."""
+    set_bound(corpus, 100)
+    found = envelope(corpus, QUESTIONS["tag"], None)
+    assert not found["totals_exact"] and found["total_candidates"] == OWN + OTHER
+
+
+def narrow_everything(conn: psycopg.Connection) -> None:
+    """This backend reads any match of more than 5 records lazily (the broad path, which small
+    corpora never take), and samples 20 labels of a broad edge term."""
+    conn.execute("select emem.analyse_question('warm')")
+    conn.execute(
+        "do $$ import dataclasses; state = GD['emem_db']; state.tuning = dataclasses.replace(state.tuning,"
+        " exact_candidates=5, filtered_scan_cost_ratio=1e-9, degraded_probe_cost_ratio=1e-9, edge_sample=20)"
+        " $$ language plpython3u"
+    )
+
+
+@pytest.mark.parametrize("vector", [VECTOR, None], ids=["vector", "degraded"])
+@pytest.mark.parametrize("reader", ["owner", "seed", "strict"])
+@pytest.mark.parametrize(
+    "profile", ["record_vectors, tags, window_vectors, fulltext", "tags_by_terms, fulltext_by_rarity"]
+)
+def test_broad_reading_gives_the_pages_and_honest_totals_of_the_exact_reading(
+    corpus: psycopg.Connection,
+    agents: dict[str, psycopg.Connection],
+    dsn: Callable[..., str],
+    vector: str | None,
+    reader: str,
+    profile: str,
+) -> None:
+    """Every tag, term and edge term read lazily (filtered HNSW, walks in record-id order, tiers,
+    edges probed and their ends counted up to the bound) against one reading whole."""
+    corpus.execute("analyze emem.edge_labels")
+    corpus.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
+    for name in ("reader_seed", "reader_strict"):
+        corpus.execute("select emem.set_agent_setting(%s, 'emem.pipeline_profile', %s)", (name, profile))
+    with psycopg.connect(dsn(), autocommit=True) as lazy, psycopg.connect(dsn(), autocommit=True) as whole:
+        narrow_everything(lazy)
+        sessions = (lazy, whole)
+        for conn in sessions:
+            conn.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
+            if reader != "owner":
+                conn.execute(f"set role {agents[reader].info.user}")
+
+        def bound(value: int) -> None:
+            set_bound(corpus, value)  # the agents' profiles
+            for conn in sessions:  # the owner's sessions
+                conn.execute("select set_config('emem.exact_totals_up_to', %s, false)", (str(value),))
+
+        for question in QUESTIONS.values():
+            bound(0)
+            expected = [envelope(whole, question, vector, page, 25) for page in (1, 2, 3)]
+            lazily = [envelope(lazy, question, vector, page, 25) for page in (1, 2, 3)]
+            assert [[r["record_id"] for r in p["rows"]] for p in lazily] == [
+                [r["record_id"] for r in p["rows"]] for p in expected
+            ], f"{question}: the lazy reading's pages differ"
+            total = expected[0]["total_candidates"]
+            assert lazily[0]["total_candidates"] == total and lazily[0]["totals_exact"]
+            for value in (20, 100):
+                bound(value)
+                assert_bounded(envelope(lazy, question, vector), total, value)
+
+
+@pytest.mark.parametrize("value", ["-1", "ten", "1.5", "2147483648"])
+def test_the_bound_is_checked(corpus: psycopg.Connection, agents: dict[str, psycopg.Connection], value: str) -> None:
+    corpus.execute("select set_config('emem.exact_totals_up_to', %s, false)", (value,))
+    with pytest.raises(errors.InvalidParameterValue, match=r"emem\.exact_totals_up_to .* accepted: an integer from 0"):
+        envelope(corpus, QUESTIONS["tag"], None)
+    with pytest.raises(errors.InvalidParameterValue, match="accepted: an integer from 0"):
+        corpus.execute("select emem.set_agent_setting('reader_seed', 'emem.exact_totals_up_to', %s)", (value,))
+
+
+def test_an_agent_cannot_choose_its_own_bound(
+    corpus: psycopg.Connection, agents: dict[str, psycopg.Connection]
+) -> None:
+    """Exact totals on demand would let an agent pay for counting every lane: the owner decides."""
+    set_bound(corpus, 50)
+    agent = agents["seed"]
+    agent.execute("set emem.exact_totals_up_to = 0")
+    found = envelope(agent, QUESTIONS["tag"], None)
+    assert not found["totals_exact"]
+    with pytest.raises(errors.InsufficientPrivilege):
+        agent.execute("select emem.set_agent_setting('reader_seed', 'emem.exact_totals_up_to', '0')")
+
+
+# ---- pure: what a sample of edges tells of their ends ---------------------------------------------
+
+
+def test_the_distinct_estimate_inverts_the_expected_distinct_count() -> None:
+    assert distinct_estimate(0, 0) == 0.0 and distinct_estimate(100, 100) == math.inf
+    for population in (50, 1_000, 40_000):
+        drawn = 2_000
+        expected = population * (1 - math.exp(-drawn / population))
+        assert distinct_estimate(drawn, expected) == pytest.approx(population, rel=1e-6)
+
+
+@pytest.mark.parametrize("population", [300, 2_000, 10_000, 20_000, 50_000, 200_000])
+def test_an_edge_sample_estimate_passes_a_bound_only_when_the_ends_do(population: int) -> None:
+    """Drawn uniformly (4,000 ends: a sample of 2,000 labels), the estimate stays on the low side:
+    where the totals take it as passing a bound (1.5 times it), the ends number more than the bound."""
+    margin = DEFAULT_TUNING.estimated_totals_margin
+    rng = random.Random(population)
+    for _ in range(30):
+        estimate = ends_estimate([rng.randrange(population) for _ in range(4_000)], math.inf)
+        assert estimate <= 1.15 * population
+        assert population > estimate / margin
+    assert ends_estimate([rng.randrange(10) for _ in range(4_000)], math.inf) <= 10  # a few records, many edges
+    assert ends_estimate(list(range(4_000)), 5_000.0) == 5_000.0  # at most twice the labels the statistics count
