@@ -650,11 +650,16 @@ def run_find(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def candidates(total: int, exact: bool) -> str:
+    """The totals as counted: exact, or a lower bound (past emem.exact_totals_up_to)."""
+    return f"{total} candidates" if exact else f"at least {total} candidates"
+
+
 def find_summary(page: FindPage) -> list[str]:
     """What the page is and which lookups answered it, as the database lists them; why it is degraded."""
     ran = [lookup.label for lookup in page.lookups if lookup.ran]
     lines = [
-        f"page {page.page} of {page.total_pages}, {page.total_candidates} candidates, "
+        f"page {page.page} of {page.total_pages}, {candidates(page.total_candidates, page.totals_exact)}, "
         f"from {', '.join(ran) if ran else 'no lookup'}"
     ]
     if page.degraded_reason == calls.VECTORS_INCOMPLETE:
@@ -733,10 +738,28 @@ def print_explanation(explanation: Mapping[str, Any], registry: list[RegisteredL
         out(f"DEGRADED ({explanation['degraded_reason']}): the vector lookups do not run")
         if explanation.get("degraded_message"):
             out(f"  {explanation['degraded_message']}")
-    out(f"{explanation['total_candidates']} candidates, merged in {explanation['merge_milliseconds']:.1f} ms")
+    counted = candidates(explanation["total_candidates"], explanation.get("totals_exact", True))
+    merged = explanation.get("merge_milliseconds")  # shown only to a role that reads every lane
+    out(counted + (f", merged in {merged:.1f} ms" if merged is not None else ""))
     profile = explanation["pipeline_profile"]
     in_profile = [lookup for lookup in registry if lookup.name in profile]
+    labels = {lookup.name: lookup.label for lookup in registry}
     out("")
+    if "lookups" not in explanation:  # an agent under the seed's rule: lists span every lane
+        out("each lookup's counts and ranks are shown to the extension's owner, or under strict isolation")
+        print_table(
+            ["rank", "id", "placed by", "found by"],
+            [
+                [
+                    str(row["rank"]),
+                    str(row["record_id"]),
+                    labels.get(row["placed_by"], row["placed_by"]),
+                    ", ".join(labels.get(name, name) for name in row["found_by"]),
+                ]
+                for row in explanation["rows"]
+            ],
+        )
+        return
     print_table(
         ["lookup", "label", "weight", "candidates", "ms"],
         [
@@ -746,7 +769,6 @@ def print_explanation(explanation: Mapping[str, Any], registry: list[RegisteredL
     )
     out("")
     out("rank of each row of the page in each lookup's list (-: not in it, or beyond what was read):")
-    labels = {lookup.name: lookup.label for lookup in registry}
     print_table(
         ["rank", "id", "placed by", *(lookup.label for lookup in in_profile)],
         [

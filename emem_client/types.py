@@ -88,6 +88,7 @@ class FindPage:
     page_size: int
     total_pages: int
     total_candidates: int
+    totals_exact: bool  # False: the totals are a lower bound (past emem.exact_totals_up_to)
     degraded: bool
     degraded_reason: str | None
     degraded_message: str | None  # what to do about it, when the client knows (e.g. the install command)
@@ -106,6 +107,7 @@ class FindPage:
             page_size=int(envelope["page_size"]),
             total_pages=int(envelope["total_pages"]),
             total_candidates=int(envelope["total_candidates"]),
+            totals_exact=bool(envelope["totals_exact"]),
             degraded=degraded,
             degraded_reason=(degraded_reason or envelope["degraded_reason"]) if degraded else None,
             degraded_message=degraded_message if degraded else None,

@@ -484,3 +484,34 @@ def test_timeline_json_dates_are_iso_8601_and_to_is_optional(
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00", records[0]["created_at"])
     code, out, _ = emem("timeline", "--to", "2024-12-31", "--json")
     assert [record["content"] for record in as_json(out)] == ["Kick-off"]
+
+
+def test_find_says_when_its_totals_are_a_lower_bound(
+    emem: Callable[..., tuple[int, str, str]], ingested: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    question = "Why does the finance export keep failing?"
+    code, out, _ = emem("find", question)
+    assert code == 0 and re.search(r"^page 1 of \d+, \d+ candidates, ", out)
+    monkeypatch.setenv("PGOPTIONS", "-c emem.exact_totals_up_to=1")  # the owner's session may set it
+    code, out, _ = emem("find", question)
+    assert code == 0 and re.search(r"^page 1 of \d+, at least \d+ candidates, ", out)
+    assert as_json(emem("find", question, "--json")[1])["totals_exact"] is False
+
+
+def test_explain_shows_an_agent_its_rows_provenance_only(
+    db: psycopg.Connection,
+    emem: Callable[..., tuple[int, str, str]],
+    ingested: None,
+    make_role: Callable[..., str],
+    dsn: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Under the seed's rule the lookups' counts and ranks span every lane: an agent's explain
+    shows its rows and what found them, and says where the rest is shown."""
+    db.execute("select emem.create_agent_profile('clerk', array['team'])")
+    code = cli.main(["--dsn", dsn(make_role("clerk", "clerk")), "explain", "Why does the finance export keep failing?"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "each lookup's counts and ranks are shown to the extension's owner, or under strict isolation" in out
+    assert re.search(r"^rank\s+id\s+placed by\s+found by$", out, re.MULTILINE)
+    assert "merged in" not in out

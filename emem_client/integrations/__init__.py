@@ -63,6 +63,7 @@ def row_metadata(page: FindPage, row: FindRow) -> dict[str, Any]:
         "page": page.page,
         "total_pages": page.total_pages,
         "total_candidates": page.total_candidates,
+        "totals_exact": page.totals_exact,
         "degraded": page.degraded,
         "degraded_reason": page.degraded_reason,
     }
