@@ -12,6 +12,16 @@ $$;
 comment on function emem._label_terms(text) is
   'The terms of a label (tag, relation name, property value): lower-case WordNet lemmas, a key: namespace left out, compound words as their parts, codes kept whole, stop words dropped unless the label has nothing else.';
 
+create function emem._label_namespace_terms(label text) returns text[]
+language plpython3u immutable strict parallel safe
+set search_path = pg_catalog, pg_temp
+as $$
+from emem_db.entry import backend
+return backend(GD, plpy, "@EXTVERSION@").namespace_terms(label)
+$$;
+comment on function emem._label_namespace_terms(text) is
+  'The terms of a label''s key: namespace (empty without one): the seed''s tags lookup asks for them in the question, the opt-in components do not.';
+
 create function emem.analyse_question(question text) returns jsonb
 language plpython3u immutable strict parallel safe
 set search_path = pg_catalog, pg_temp

@@ -109,6 +109,7 @@ create table emem.tag_vocabulary (
     tag text not null,
     tag_terms text[] not null,
     record_count bigint not null constraint record_count_not_negative check (record_count >= 0),
+    namespace_terms text[] not null default '{}',
     primary key (lane_name, tag)
 );
 create index tag_vocabulary_by_terms on emem.tag_vocabulary using gin (tag_terms);
@@ -137,7 +138,8 @@ create table emem.edge_labels (
     edge_id bigint not null references emem.edges on delete cascade,
     label text not null,
     label_terms text[] not null generated always as (emem._label_terms(label)) stored,
-    primary key (edge_id, label)
+    primary key (edge_id, label),
+    namespace_terms text[] not null generated always as (emem._label_namespace_terms(label)) stored
 );
 create index edge_labels_by_terms on emem.edge_labels using gin (label_terms);
 

@@ -67,13 +67,13 @@ begin
     end if;
     if tg_op in ('INSERT', 'UPDATE') then
         -- Only a tag seen for the first time needs its words worked out.
-        insert into emem.tag_vocabulary as v (lane_name, tag, tag_terms, record_count)
-        select added.lane_name, added.tag,
-               coalesce((select known.tag_terms from emem.tag_vocabulary as known where known.tag = added.tag limit 1),
-                        emem._label_terms(added.tag)),
-               added.records
+        insert into emem.tag_vocabulary as v (lane_name, tag, tag_terms, record_count, namespace_terms)
+        select added.lane_name, added.tag, coalesce(known.tag_terms, emem._label_terms(added.tag)), added.records,
+               coalesce(known.namespace_terms, emem._label_namespace_terms(added.tag))
         from (select a.lane_name, a.tag, pg_catalog.count(*) as records from added_tags as a
               group by a.lane_name, a.tag) as added
+        left join lateral (select k.tag_terms, k.namespace_terms from emem.tag_vocabulary as k
+                           where k.tag = added.tag limit 1) as known on true
         order by added.lane_name, added.tag
         on conflict (lane_name, tag) do update set record_count = v.record_count + excluded.record_count;
     end if;

@@ -4,7 +4,8 @@ for questions and for labels (tags, edge properties and relation names).
 A label matches a question when every one of its terms is among the question's (the SQL test is
 `label_terms <@ question terms`, with a GIN index on the label side). The term forms are chosen so
 that labels match as people write them, and codes still match whole:
-- a namespace is optional: `customer:north-wind` has the terms of `north-wind` only;
+- a namespace is optional: `customer:north-wind` has the terms of `north-wind` only (its
+  namespace terms, `customer`, are kept apart: the seed's `tags` lookup still asks for them);
 - a word joined by separators (`-`, `_`, `/`, and `.` outside a number) stands for its parts
   (`sensor-offline`: `sensor`, `offline`), in any order, on both sides;
 - a token with a digit and separators is a code: one term, whole, its separators written `-`
@@ -190,6 +191,16 @@ class Analyser:
             content.update(token_content)
             stop.update(token_stop)
         return sorted(content or stop)
+
+    def namespace_terms(self, label: str) -> list[str]:
+        """The terms of a label's `key:` namespace ([] without one). The seed's tags lookup asks
+        for them in the question (as before labels were matched as people write them); the
+        opt-in components do not."""
+        found = NAMESPACE.match(label)
+        if found is None:
+            return []
+        content, stop = self.words_of(parts_of(found.group(0).strip()[:-1]))
+        return sorted(set(content or stop))
 
     def analyse(self, question: str) -> QuestionAnalysis:
         found = tokens(question)

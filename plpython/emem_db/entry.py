@@ -55,6 +55,10 @@ class Backend:
         self.check_size("the label", label)
         return self.analyser.label_terms(label)
 
+    def namespace_terms(self, label: str) -> list[str]:
+        self.check_size("the label", label)
+        return self.analyser.namespace_terms(label)
+
     def check_size(self, what: str, text: str) -> None:
         if len(text) > MAX_ANALYSED_CHARS:
             self.fail(f"{what} has {len(text)} characters", hint=f"Accepted: at most {MAX_ANALYSED_CHARS} characters.")

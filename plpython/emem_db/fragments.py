@@ -13,14 +13,21 @@ SCORED_ARRAYS = (
 )
 
 
-def labels_within(label_terms: str, terms: str) -> str:
-    """A label matches a question when its terms overlap the question's and all are in it. Only
-    the overlap is left to the terms' GIN index: "contained in" would make it read the entries of
-    every question term (and every empty array) for each lookup; rows are checked for it instead."""
+def labels_within(label_terms: str, terms: str, namespace_terms: str | None = None) -> str:
+    """A label matches a question when its terms overlap the question's and all are in it (and,
+    where `namespace_terms` names its namespace's terms, those too). Only the overlap is left to the
+    terms' GIN index: "contained in" would make it read the entries of every question term (and
+    every empty array) for each lookup; rows are checked for it instead."""
+    namespaced = "" if namespace_terms is None else f" and {namespace_terms} operator(pg_catalog.<@) {terms}"
     return (
         f"{label_terms} operator(pg_catalog.&&) {terms}"
-        f" and coalesce({label_terms} operator(pg_catalog.<@) {terms}, false)"
+        f" and coalesce({label_terms} operator(pg_catalog.<@) {terms}, false){namespaced}"
     )
+
+
+def edge_labels_within(terms: str, namespaced: bool) -> str:
+    """An edge label (el) matches the question's terms, its namespace's too when `namespaced`."""
+    return labels_within("el.label_terms", terms, "el.namespace_terms" if namespaced else None)
 
 
 def in_lanes(lane: str, lanes: str | None) -> str:
@@ -38,7 +45,9 @@ def label_holds(label_terms: str, holding: str | None) -> str:
     return "" if holding is None else f" and {label_terms} operator(pg_catalog.&&) {holding}"
 
 
-def matched_edge_ends(terms: str, lanes: str | None = None, holding: str | None = None) -> str:
+def matched_edge_ends(
+    terms: str, lanes: str | None = None, holding: str | None = None, namespaced: bool = False
+) -> str:
     """Both ends of every edge whose relation name or a property value the question names (and
     whose label holds one of `holding`), with that label's terms and the edge's other end: rows
     (endpoint, terms, far_end)."""
@@ -47,17 +56,19 @@ def matched_edge_ends(terms: str, lanes: str | None = None, holding: str | None 
                join emem.edges as e on e.edge_id = el.edge_id
                cross join lateral (values (e.from_record_id, e.to_record_id), (e.to_record_id, e.from_record_id))
                    as ends (endpoint, far_end)
-               where {labels_within("el.label_terms", terms)}{label_holds("el.label_terms", holding)}
+               where {edge_labels_within(terms, namespaced)}{label_holds("el.label_terms", holding)}
                      {edge_in_lanes("e", lanes)}"""
 
 
-def ends_matched_edge(record_id: str, terms: str, lanes: str | None = None, holding: str | None = None) -> str:
+def ends_matched_edge(
+    record_id: str, terms: str, lanes: str | None = None, holding: str | None = None, namespaced: bool = False
+) -> str:
     """A matched edge (whose label holds one of `holding`) ends at this record, probed through
     the edges' indexes (for a few records at a time, where gathering every matched edge would
     cost more)."""
     return f"""exists (select from emem.edges as e join emem.edge_labels as el on el.edge_id = e.edge_id
                        where (e.from_record_id = {record_id} or e.to_record_id = {record_id})
-                         and {labels_within("el.label_terms", terms)}{label_holds("el.label_terms", holding)}
+                         and {edge_labels_within(terms, namespaced)}{label_holds("el.label_terms", holding)}
                              {edge_in_lanes("e", lanes)}{PROBE})"""
 
 

@@ -6,6 +6,7 @@ merge, explain and the envelope read it here; clients read it through emem.looku
 and the envelope's `lookups`.
 """
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,13 +40,13 @@ LOOKUPS: tuple[Lookup, ...] = (
     Lookup(
         "tags", "tags", 35, False, True, tags.tags,
         "records whose tags, or edges whose relation or properties, the question's words name; by distance",
-        tags.visible_members,
+        functools.partial(tags.visible_members, namespaced=True),
     ),
     Lookup(
         "tags_by_terms", "tags by terms", 35, False, False, tags.tags_by_terms,
         "as tags, ordered by the number of question terms matched first (a record an edge names above"
         " records matching as many through tags), then by distance",
-        tags.visible_members,
+        functools.partial(tags.visible_members, namespaced=False),
     ),
     Lookup(
         "window_vectors", "window", 20, True, True, vectors.window_vectors,

@@ -89,6 +89,15 @@ return json.dumps({"terms": analysis.terms, "known_words": analysis.known_words,
 $$;
 comment on function emem.analyse_question(text) is
   'How e_gather_find reads a question (at most 10000 characters): its normalised terms (matched against labels), the words WordNet knows, the terms full text searches (unknown to WordNet, or figures), and its stop words (matched only by labels made of stop words).';
+create function emem._label_namespace_terms(label text) returns text[]
+language plpython3u immutable strict parallel safe
+set search_path = pg_catalog, pg_temp
+as $$
+from emem_db.entry import backend
+return backend(GD, plpy, "0.2.0").namespace_terms(label)
+$$;
+comment on function emem._label_namespace_terms(text) is
+  'The terms of a label''s key: namespace (empty without one): the seed''s tags lookup asks for them in the question, the opt-in components do not.';
 alter aggregate emem.tsquery_any(tsquery) rename to _tsquery_any;
 
 -- ---- names and kinds, defined once ---------------------------------------------------------
@@ -175,13 +184,14 @@ create table emem.tag_vocabulary (
     tag text not null,
     tag_terms text[] not null,
     record_count bigint not null constraint record_count_not_negative check (record_count >= 0),
+    namespace_terms text[] not null default '{}',
     primary key (lane_name, tag)
 );
 create index tag_vocabulary_by_terms on emem.tag_vocabulary using gin (tag_terms);
 comment on table emem.tag_vocabulary is
   'Each lane''s tags with their normalised words and record counts; derived from emem.record_tags.';
-insert into emem.tag_vocabulary (lane_name, tag, tag_terms, record_count)
-    select t.lane_name, t.tag, emem._label_terms(t.tag), pg_catalog.count(*)
+insert into emem.tag_vocabulary (lane_name, tag, tag_terms, record_count, namespace_terms)
+    select t.lane_name, t.tag, emem._label_terms(t.tag), pg_catalog.count(*), emem._label_namespace_terms(t.tag)
     from emem.record_tags as t group by t.lane_name, t.tag;
 
 -- Two links with the same ends, relation and properties are one edge from now on.
@@ -198,6 +208,8 @@ alter table emem.windows alter column thread_kind type emem.record_kind using th
 -- edge_labels.label_terms is a stored generated column over emem._label_terms: rows keep the
 -- terms 0.1.1 computed until they are written again (tag_vocabulary was rebuilt above).
 update emem.edge_labels set label = label;
+alter table emem.edge_labels
+    add column namespace_terms text[] not null generated always as (emem._label_namespace_terms(label)) stored;
 
 -- ---- embeddings that stay true: a queue of what lacks a vector, windows without one ----------
 alter table emem.windows alter column embedding drop not null;

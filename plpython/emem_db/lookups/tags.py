@@ -46,6 +46,9 @@ class EdgeMatch:
     broad_terms: list[str]
     broad_sizes: list[Size]  # the distinct ends seen (0 when the term's labels were not read)
     broad_most_ends: list[float]  # at most so many ends (math.inf: no bound known)
+    # Whether a label's `key:` namespace must be among the question's terms (the seed's tags
+    # lookup) or not (the opt-in components): see analysis.Analyser.namespace_terms.
+    namespaced: bool
 
     @property
     def found(self) -> bool:
@@ -90,7 +93,7 @@ def tag_candidates(reader: Reader, by_terms: bool) -> CandidateList:
     terms = list(reader.request.analysis.terms_for_labels)
     if not terms:
         return FetchedList([])
-    match = tag_match(reader, terms)
+    match = tag_match(reader, terms, namespaced=not by_terms)
     upper = match.size.upper
     if not (match.tags or match.edges.found) or (upper is not None and upper <= reader.exact_limit):
         return exact_tags(reader, match, terms, by_terms)
@@ -119,12 +122,13 @@ def tier_score(held: tuple[Part, ...]) -> float:
     return len(terms) + max(part.score_key[1] for part in held)
 
 
-def tag_match(reader: Reader, terms: list[str]) -> TagMatch:
+def tag_match(reader: Reader, terms: list[str], namespaced: bool) -> TagMatch:
     row = reader.execute(
         f"""
         with matched as (
             select v.tag, pg_catalog.sum(v.record_count)::bigint as record_count from emem.tag_vocabulary as v
-            where {fragments.labels_within("v.tag_terms", "$1")}{fragments.in_lanes("v.lane_name", reader.lanes_sql)}
+            where {fragments.labels_within("v.tag_terms", "$1", "v.namespace_terms" if namespaced else None)}
+                  {fragments.in_lanes("v.lane_name", reader.lanes_sql)}
             group by v.tag having pg_catalog.sum(v.record_count) > 0
         )
         select coalesce((select pg_catalog.array_agg(tag order by record_count desc, tag) from matched),
@@ -135,10 +139,10 @@ def tag_match(reader: Reader, terms: list[str]) -> TagMatch:
         ["text[]"],
         [terms],
     )[0]
-    return TagMatch(list(row["tags"]), list(row["counts"]), edge_match(reader, terms))
+    return TagMatch(list(row["tags"]), list(row["counts"]), edge_match(reader, terms, namespaced))
 
 
-def edge_match(reader: Reader, terms: list[str]) -> EdgeMatch:
+def edge_match(reader: Reader, terms: list[str], namespaced: bool) -> EdgeMatch:
     """The matched edges per question term, each term's labels read up to probed_limit + 1: a term
     with more is broad. A term whose matched labels the labels' statistics (their most common
     values, whole) put beyond probed_limit is broad without that reading. The statistics span
@@ -157,7 +161,7 @@ def edge_match(reader: Reader, terms: list[str]) -> EdgeMatch:
                    pg_catalog.array_agg(m.from_record_id) operator(pg_catalog.||) pg_catalog.array_agg(m.to_record_id)
                        as ends
             from pg_catalog.unnest($2::text[]) as t (term)
-            cross join lateral ({edges_holding(reader, "t.term", "$1", "$3")}) as m
+            cross join lateral ({edges_holding(reader, "t.term", "$1", "$3", namespaced)}) as m
             group by t.term""",
         ["text[]", "text[]", "bigint"],
         [terms, to_read, limit + 1],
@@ -172,6 +176,7 @@ def edge_match(reader: Reader, terms: list[str]) -> EdgeMatch:
         [Size(len(read[term][1])) if term in read else Size(0) for term in broad],
         # An edge has at most two ends: a term whose labels the statistics count has at most twice as many.
         [2 * estimated[term] if term not in to_read else math.inf for term in broad],
+        namespaced,
     )
 
 
@@ -183,7 +188,7 @@ def estimated_ends(reader: Reader, edges: EdgeMatch, terms: list[str]) -> float 
         row = reader.execute(
             f"""select pg_catalog.array_agg(m.from_record_id) operator(pg_catalog.||)
                        pg_catalog.array_agg(m.to_record_id) as ends
-                from ({edges_holding(reader, "$2", "$1", "$3")}) as m""",
+                from ({edges_holding(reader, "$2", "$1", "$3", edges.namespaced)}) as m""",
             ["text[]", "text", "bigint"],
             [terms, term, reader.tuning.edge_sample],
         )[0]
@@ -220,13 +225,13 @@ def distinct_estimate(drawn: int, distinct: float) -> float:
     return high
 
 
-def edges_holding(reader: Reader, term: str, terms: str, limit: str) -> str:
+def edges_holding(reader: Reader, term: str, terms: str, limit: str, namespaced: bool) -> str:
     """The ends (from_record_id, to_record_id) of at most `limit` matched edges whose label holds
     `term` (SQL expressions each): those labels first, each edge then probed by its key."""
     return f"""select e.from_record_id, e.to_record_id
                from (select el.edge_id from emem.edge_labels as el
                      where el.label_terms operator(pg_catalog.@>) array[{term}]
-                       and {fragments.labels_within("el.label_terms", terms)}) as el
+                       and {fragments.edge_labels_within(terms, namespaced)}) as el
                cross join lateral (select e.from_record_id, e.to_record_id from emem.edges as e
                                    where e.edge_id = el.edge_id{fragments.edge_in_lanes("e", reader.lanes_sql)}
                                    offset 0) as e
@@ -236,7 +241,7 @@ def edges_holding(reader: Reader, term: str, terms: str, limit: str) -> str:
 def exact_tags(reader: Reader, match: TagMatch, terms: list[str], by_terms: bool) -> CandidateList:
     """Every tag and edge candidate in the list's order: by distance, or by matched terms first."""
     if not (by_terms or reader.degraded):
-        return tags_by_distance(reader, match.tags, terms)
+        return tags_by_distance(reader, match.tags, terms, match.edges.namespaced)
     return scored_tags(reader, match, terms)
 
 
@@ -260,7 +265,7 @@ def scored_tags(
     if within is None:
         records = f"""
             edge_ends (record_id, terms, far_end) as (
-                {fragments.matched_edge_ends("$2", reader.lanes_sql)}
+                {fragments.matched_edge_ends("$2", reader.lanes_sql, namespaced=match.edges.namespaced)}
             ), tagged (record_id, terms, rarity) as (
                 select rt.record_id, v.tag_terms, tc.rarity
                 from tag_rarity as tc
@@ -285,7 +290,7 @@ def scored_tags(
                                     select e.edge_id, e.from_record_id from emem.edges as e
                                     where e.to_record_id = n.record_id{edge_lanes}) as e
                 join emem.edge_labels as el on el.edge_id = e.edge_id
-                where {fragments.labels_within("el.label_terms", "$2")}
+                where {fragments.edge_labels_within("$2", match.edges.namespaced)}
             ), tagged (record_id, terms, rarity) as (
                 select n.record_id, v.tag_terms, tc.rarity
                 from narrow as n
@@ -329,13 +334,14 @@ def scored_tags(
     )
 
 
-def tags_by_distance(reader: Reader, tags: list[str], terms: list[str]) -> FetchedList:
+def tags_by_distance(reader: Reader, tags: list[str], terms: list[str], namespaced: bool) -> FetchedList:
     """The seed's order with a vector needs no matched terms: one join, one sort."""
+    edge_ends = fragments.matched_edge_ends("$3", reader.lanes_sql, namespaced=namespaced)
     sql = f"""
         with found (record_id) as (
             {fragments.tagged("$1", reader.lanes_sql)}
             union
-            select ends.endpoint from ({fragments.matched_edge_ends("$3", reader.lanes_sql)}) as ends (endpoint, terms)
+            select ends.endpoint from ({edge_ends}) as ends (endpoint, terms)
         )
         select found.record_id, rv.embedding operator(public.<=>) $2::public.vector as distance
         from found
@@ -370,7 +376,7 @@ def whole_match(reader: Reader, match: TagMatch, terms: list[str]) -> Match:
         """Each broad term's ends counted up to the limit; the whole counted once every part is below it."""
         if size.lower >= limit:
             return limit
-        counts = [edge_ends_up_to(reader, term, terms, limit) for term in edges.broad_terms]
+        counts = [edge_ends_up_to(reader, term, terms, limit, edges.namespaced) for term in edges.broad_terms]
         if max(counts, default=0) >= limit:
             return limit
         if len(counts) == 1 and not (match.tags or edges.narrow_terms):
@@ -405,19 +411,22 @@ def broad_edge_ends(reader: Reader, edges: EdgeMatch, terms: list[str]) -> str |
         return None
     plpy = reader.plpy
     ends = fragments.matched_edge_ends(
-        quoted_array(plpy, terms, "text"), reader.lanes_sql, holding=quoted_array(plpy, edges.broad_terms, "text")
+        quoted_array(plpy, terms, "text"),
+        reader.lanes_sql,
+        holding=quoted_array(plpy, edges.broad_terms, "text"),
+        namespaced=edges.namespaced,
     )
     return f"select ends.endpoint from ({ends}) as ends (endpoint, terms)"
 
 
-def edge_ends_up_to(reader: Reader, term: str, terms: list[str], limit: int) -> int:
+def edge_ends_up_to(reader: Reader, term: str, terms: list[str], limit: int, namespaced: bool) -> int:
     """How many distinct records end a matched edge whose label holds `term`, counted up to a
     limit: labels are read in growing batches until their ends reach it or run out."""
     batch = limit  # enough in one reading unless the edges share their ends
     while True:
         row = reader.execute(
             f"""select pg_catalog.count(*) as labels, pg_catalog.count(distinct ends.endpoint) as ends
-                from ({edges_holding(reader, "$1", "$2", "$3")}) as m
+                from ({edges_holding(reader, "$1", "$2", "$3", namespaced)}) as m
                 cross join lateral (values (m.from_record_id), (m.to_record_id)) as ends (endpoint)""",
             ["text", "text[]", "bigint"],
             [term, terms, batch],
@@ -455,10 +464,10 @@ def ends_edge(reader: Reader, match: TagMatch, terms: list[str]) -> Predicate:
         return lambda record_id: "false"
     terms_sql, lanes = quoted_array(reader.plpy, terms, "text"), reader.lanes_sql
     if not edges.broad_terms and len(edges.narrow_endpoints) <= reader.tuning.exact_candidates:
-        ends = fragments.matched_edge_ends(terms_sql, lanes)
+        ends = fragments.matched_edge_ends(terms_sql, lanes, namespaced=edges.namespaced)
         endpoints = f"select ends.endpoint from ({ends}) as ends (endpoint, terms)"
         return lambda record_id: f"{record_id} in ({endpoints})"
-    return lambda record_id: fragments.ends_matched_edge(record_id, terms_sql, lanes)
+    return lambda record_id: fragments.ends_matched_edge(record_id, terms_sql, lanes, namespaced=edges.namespaced)
 
 
 def tag_part(reader: Reader, tag: str, count: int) -> Part:
@@ -472,17 +481,18 @@ def tag_part(reader: Reader, tag: str, count: int) -> Part:
     )
 
 
-def visible_members(reader: Reader, record_ids: list[int], lanes: list[str]) -> set[int]:
+def visible_members(reader: Reader, record_ids: list[int], lanes: list[str], namespaced: bool) -> set[int]:
     """Which of these records a tag lookup holds for a caller reading only `lanes`: through a
     matched tag, or a matched edge both of whose ends lie in those lanes."""
     terms = list(reader.request.analysis.terms_for_labels)
     lanes_sql = quoted_array(reader.plpy, lanes, "text") if lanes else "array[]::text[]"
+    tag_within = fragments.labels_within("v.tag_terms", "$2", "v.namespace_terms" if namespaced else None)
     rows = reader.execute(
         f"""select id from pg_catalog.unnest($1::bigint[]) as id
             where exists (select from emem.record_tags as rt
                           join emem.tag_vocabulary as v on v.tag = rt.tag and v.lane_name = rt.lane_name
-                          where rt.record_id = id and {fragments.labels_within("v.tag_terms", "$2")})
-               or {fragments.ends_matched_edge("id", "$2", lanes_sql)}""",
+                          where rt.record_id = id and {tag_within})
+               or {fragments.ends_matched_edge("id", "$2", lanes_sql, namespaced=namespaced)}""",
         ["bigint[]", "text[]"],
         [record_ids, terms],
         cache=False,
