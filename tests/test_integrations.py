@@ -25,7 +25,7 @@ from emem_client.integrations import langchain, llamaindex
 
 WEATHER = "How was the weather?"
 PROVENANCE = {"record_id", "rank", "lane", "kind", "tags", "distance", "distance_kind", "placed_by", "found_by"}
-PAGE_KEYS = {"windows", "page", "total_pages", "total_candidates", "degraded", "degraded_reason"}
+PAGE_KEYS = {"windows", "page", "total_pages", "total_candidates", "degraded", "degraded_reason", "totals_exact"}
 
 
 @pytest.fixture
@@ -91,6 +91,7 @@ def test_langchain_invoke_gives_documents_in_rank_order_with_provenance(client: 
         "total_candidates": 4,
         "degraded": False,
         "degraded_reason": None,
+        "totals_exact": True,
     }
     assert first.metadata["distance"] == pytest.approx(0.0, abs=1e-6)
 
