@@ -63,20 +63,21 @@ freeze: sql/$(EXTENSION)--$(EXTVERSION).sql
 
 .PHONY: install-plpython uninstall-plpython test bench bench-embed eval freeze upgrade-script
 
-# The client, tests, benchmark and evaluation run in the project's virtual environment (setup.sh).
-PYTHON ?= .venv/bin/python
+# The client, tests, benchmark and evaluation run in the project's virtual environment (setup.sh);
+# not PYTHON, which PGXS sets to the Python PostgreSQL was configured with.
+VENV_PYTHON ?= .venv/bin/python
 
 test:
 	bash scripts/test.sh
 
 # Recall of the pipeline profiles on a generated corpus: EVAL_ARGS=--grid tries more weightings.
 eval:
-	$(PYTHON) evaluation/run.py $(EVAL_ARGS)
+	$(VENV_PYTHON) evaluation/run.py $(EVAL_ARGS)
 
 # The benchmark (not a test): BENCH_ARGS="--records 1000000" for the 1M run.
 bench:
-	$(PYTHON) bench/run.py $(BENCH_ARGS)
+	$(VENV_PYTHON) bench/run.py $(BENCH_ARGS)
 
 # How fast emem embed fills a space with the embedded model: BENCH_EMBED_ARGS="--records 5000".
 bench-embed:
-	$(PYTHON) bench/embed_throughput.py $(BENCH_EMBED_ARGS)
+	$(VENV_PYTHON) bench/embed_throughput.py $(BENCH_EMBED_ARGS)
