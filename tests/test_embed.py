@@ -517,8 +517,19 @@ def start_worker(dsn: str, service: FakeService, key: str, *args: str) -> subpro
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "OPENAI_API_KEY": key},
+        env={**os.environ, "OPENAI_API_KEY": key, "PYTHONFAULTHANDLER": "1"},
     )
+
+
+def interrupt(worker: subprocess.Popen) -> None:
+    """Ctrl-C; a worker still running 30 s later is aborted, its threads' stacks in the failure."""
+    worker.send_signal(signal.SIGINT)
+    try:
+        worker.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        worker.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: the stacks go to its stderr
+        _, stacks = worker.communicate(timeout=30)
+        pytest.fail(f"emem embed --follow ignored Ctrl-C for 30 s; where it was:\n{stacks}")
 
 
 def texts_of(service: FakeService, key: str) -> list[str]:
@@ -712,8 +723,7 @@ def test_follow_embeds_new_work_as_it_arrives(
         assert_filled(db, seeded["space"])
         assert late
     finally:
-        worker.send_signal(signal.SIGINT)
-        worker.communicate(timeout=30)
+        interrupt(worker)
     assert worker.returncode == 130
 
 
