@@ -22,6 +22,20 @@ $$;
 comment on function emem._label_namespace_terms(text) is
   'The terms of a label''s key: namespace (empty without one): the seed''s tags lookup asks for them in the question, the opt-in components do not.';
 
+-- An edge's label terms qualified by its ends' lanes ('ops/invoice'): one GIN index finds the
+-- edges a question names within the lanes a caller reads, however many other lanes' edges match.
+-- A lane name holds no '/', so the first one ends it.
+create function emem._lane_qualified(lanes text[], terms text[]) returns text[]
+language sql immutable strict parallel safe
+set search_path = pg_catalog, pg_temp
+as $$
+select coalesce(pg_catalog.array_agg(distinct l operator(pg_catalog.||) '/' operator(pg_catalog.||) t), '{}')
+from pg_catalog.unnest(lanes) as l, pg_catalog.unnest(terms) as t
+where l is not null
+$$;
+comment on function emem._lane_qualified(text[], text[]) is
+  'Each term prefixed with each lane and a slash (''ops/invoice''): edge label terms within lanes.';
+
 create function emem.analyse_question(question text) returns jsonb
 language plpython3u immutable strict parallel safe
 set search_path = pg_catalog, pg_temp

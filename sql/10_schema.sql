@@ -124,7 +124,11 @@ create table emem.edges (
         constraint relation_size check (pg_catalog.length(relation) <= 200),
     properties jsonb not null default '{}'
         constraint properties_is_object check (pg_catalog.jsonb_typeof(properties) = 'object'),
-    created_at timestamptz not null default pg_catalog.now()
+    created_at timestamptz not null default pg_catalog.now(),
+    -- The ends' lanes, kept by triggers from the records (a dump carries them, so a parallel
+    -- restore needs no record loaded first): who may read an edge, without a probe per end.
+    from_lane_name text,
+    to_lane_name text
 );
 create index edges_by_from on emem.edges (from_record_id);
 create index edges_by_to on emem.edges (to_record_id);
@@ -133,15 +137,20 @@ create unique index edges_one_per_link on emem.edges (from_record_id, to_record_
 comment on table emem.edges is 'Directed links between records, with a relation name and properties.';
 
 -- What a question's words are matched against for an edge: its relation name and each scalar
--- property value, kept by the edges trigger (so derived, not dumped).
+-- property value, kept by the edges trigger (so derived, not dumped), with the edge's lanes: a
+-- caller kept to some lanes finds their edges through lane_terms (emem._lane_qualified).
 create table emem.edge_labels (
     edge_id bigint not null references emem.edges on delete cascade,
     label text not null,
     label_terms text[] not null generated always as (emem._label_terms(label)) stored,
     primary key (edge_id, label),
-    namespace_terms text[] not null generated always as (emem._label_namespace_terms(label)) stored
+    namespace_terms text[] not null generated always as (emem._label_namespace_terms(label)) stored,
+    from_lane_name text,
+    to_lane_name text,
+    lane_terms text[] not null default '{}'
 );
 create index edge_labels_by_terms on emem.edge_labels using gin (label_terms);
+create index edge_labels_by_lane_terms on emem.edge_labels using gin (lane_terms);
 
 create table emem.record_vectors (
     space_id integer not null,

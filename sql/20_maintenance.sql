@@ -2,6 +2,27 @@
 -- delete what hangs on a deleted row (the tables have no foreign keys: see 10_schema.sql).
 -- They run as the extension's owner: the derived tables are not agents' to read or write.
 
+-- An edge's ends' lanes come from its records, unless given (a restore gives them: the records
+-- may load after the edges). Changing an end looks its lane up again.
+create function emem._edge_lanes() returns trigger
+language plpgsql
+security definer  -- records of every lane
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if tg_op = 'UPDATE' or new.from_lane_name is null then
+        new.from_lane_name := (select r.lane_name from emem.records as r where r.record_id = new.from_record_id);
+    end if;
+    if tg_op = 'UPDATE' or new.to_lane_name is null then
+        new.to_lane_name := (select r.lane_name from emem.records as r where r.record_id = new.to_record_id);
+    end if;
+    return new;
+end
+$$;
+create trigger edges_lanes
+    before insert or update of from_record_id, to_record_id on emem.edges
+    for each row execute function emem._edge_lanes();
+
 -- An edge is matched through its relation name (words split at underscores) and every scalar
 -- value of its properties, however deeply nested.
 create function emem._refresh_edge_labels() returns trigger
@@ -11,8 +32,9 @@ set search_path = pg_catalog, pg_temp
 as $$
 begin
     delete from emem.edge_labels where edge_id = new.edge_id;
-    insert into emem.edge_labels (edge_id, label)
-    select new.edge_id, label
+    insert into emem.edge_labels (edge_id, label, from_lane_name, to_lane_name, lane_terms)
+    select new.edge_id, label, new.from_lane_name, new.to_lane_name,
+           emem._lane_qualified(array[new.from_lane_name, new.to_lane_name], emem._label_terms(label))
     from (
         select pg_catalog.replace(new.relation, '_', ' ') as label
         union
@@ -25,7 +47,7 @@ begin
 end
 $$;
 create trigger edges_refresh_labels
-    after insert or update of relation, properties on emem.edges
+    after insert or update of relation, properties, from_lane_name, to_lane_name on emem.edges
     for each row execute function emem._refresh_edge_labels();
 
 -- pgvector indexes need a fixed dimension: each space gets partial expression indexes for
@@ -149,7 +171,7 @@ create trigger agent_profiles_delete_dependents after delete on emem.agent_profi
 create trigger lanes_delete_dependents after delete on emem.lanes
     referencing old table as deleted for each statement execute function emem._delete_dependents();
 
--- A record moved to another lane takes its tags along (their lane is the record's).
+-- A record moved to another lane takes its tags and its edges' lanes along.
 create function emem._move_tags_with_records() returns trigger
 language plpgsql
 security definer  -- tags of every lane follow their records
@@ -159,6 +181,12 @@ begin
     update emem.record_tags as t set lane_name = a.lane_name
     from moved_after as a join moved_before as b on b.record_id = a.record_id
     where t.record_id = a.record_id and a.lane_name is distinct from b.lane_name;
+    update emem.edges as e set from_lane_name = a.lane_name
+    from moved_after as a join moved_before as b on b.record_id = a.record_id
+    where e.from_record_id = a.record_id and a.lane_name is distinct from b.lane_name;
+    update emem.edges as e set to_lane_name = a.lane_name
+    from moved_after as a join moved_before as b on b.record_id = a.record_id
+    where e.to_record_id = a.record_id and a.lane_name is distinct from b.lane_name;
     return null;
 end
 $$;

@@ -98,6 +98,16 @@ return backend(GD, plpy, "0.2.0").namespace_terms(label)
 $$;
 comment on function emem._label_namespace_terms(text) is
   'The terms of a label''s key: namespace (empty without one): the seed''s tags lookup asks for them in the question, the opt-in components do not.';
+create function emem._lane_qualified(lanes text[], terms text[]) returns text[]
+language sql immutable strict parallel safe
+set search_path = pg_catalog, pg_temp
+as $$
+select coalesce(pg_catalog.array_agg(distinct l operator(pg_catalog.||) '/' operator(pg_catalog.||) t), '{}')
+from pg_catalog.unnest(lanes) as l, pg_catalog.unnest(terms) as t
+where l is not null
+$$;
+comment on function emem._lane_qualified(text[], text[]) is
+  'Each term prefixed with each lane and a slash (''ops/invoice''): edge label terms within lanes.';
 alter aggregate emem.tsquery_any(tsquery) rename to _tsquery_any;
 
 -- ---- names and kinds, defined once ---------------------------------------------------------
@@ -211,6 +221,19 @@ update emem.edge_labels set label = label;
 alter table emem.edge_labels
     add column namespace_terms text[] not null generated always as (emem._label_namespace_terms(label)) stored;
 
+-- ---- edges carry their ends' lanes: strict isolation finds a lane's edges through one index ----
+alter table emem.edges add column from_lane_name text, add column to_lane_name text;
+update emem.edges as e set from_lane_name = f.lane_name, to_lane_name = t.lane_name
+from emem.records as f, emem.records as t
+where f.record_id = e.from_record_id and t.record_id = e.to_record_id;
+alter table emem.edge_labels
+    add column from_lane_name text, add column to_lane_name text, add column lane_terms text[] not null default '{}';
+update emem.edge_labels as l
+set from_lane_name = e.from_lane_name, to_lane_name = e.to_lane_name,
+    lane_terms = emem._lane_qualified(array[e.from_lane_name, e.to_lane_name], l.label_terms)
+from emem.edges as e where e.edge_id = l.edge_id;
+create index edge_labels_by_lane_terms on emem.edge_labels using gin (lane_terms);
+
 -- ---- embeddings that stay true: a queue of what lacks a vector, windows without one ----------
 alter table emem.windows alter column embedding drop not null;
 create index windows_without_vector on emem.windows (space_id) where embedding is null;
@@ -257,6 +280,27 @@ alter table emem.embedding_queue enable row level security;
 -- delete what hangs on a deleted row (the tables have no foreign keys: see 10_schema.sql).
 -- They run as the extension's owner: the derived tables are not agents' to read or write.
 
+-- An edge's ends' lanes come from its records, unless given (a restore gives them: the records
+-- may load after the edges). Changing an end looks its lane up again.
+create function emem._edge_lanes() returns trigger
+language plpgsql
+security definer  -- records of every lane
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if tg_op = 'UPDATE' or new.from_lane_name is null then
+        new.from_lane_name := (select r.lane_name from emem.records as r where r.record_id = new.from_record_id);
+    end if;
+    if tg_op = 'UPDATE' or new.to_lane_name is null then
+        new.to_lane_name := (select r.lane_name from emem.records as r where r.record_id = new.to_record_id);
+    end if;
+    return new;
+end
+$$;
+create trigger edges_lanes
+    before insert or update of from_record_id, to_record_id on emem.edges
+    for each row execute function emem._edge_lanes();
+
 -- An edge is matched through its relation name (words split at underscores) and every scalar
 -- value of its properties, however deeply nested.
 create function emem._refresh_edge_labels() returns trigger
@@ -266,8 +310,9 @@ set search_path = pg_catalog, pg_temp
 as $$
 begin
     delete from emem.edge_labels where edge_id = new.edge_id;
-    insert into emem.edge_labels (edge_id, label)
-    select new.edge_id, label
+    insert into emem.edge_labels (edge_id, label, from_lane_name, to_lane_name, lane_terms)
+    select new.edge_id, label, new.from_lane_name, new.to_lane_name,
+           emem._lane_qualified(array[new.from_lane_name, new.to_lane_name], emem._label_terms(label))
     from (
         select pg_catalog.replace(new.relation, '_', ' ') as label
         union
@@ -280,7 +325,7 @@ begin
 end
 $$;
 create trigger edges_refresh_labels
-    after insert or update of relation, properties on emem.edges
+    after insert or update of relation, properties, from_lane_name, to_lane_name on emem.edges
     for each row execute function emem._refresh_edge_labels();
 
 -- pgvector indexes need a fixed dimension: each space gets partial expression indexes for
@@ -404,7 +449,7 @@ create trigger agent_profiles_delete_dependents after delete on emem.agent_profi
 create trigger lanes_delete_dependents after delete on emem.lanes
     referencing old table as deleted for each statement execute function emem._delete_dependents();
 
--- A record moved to another lane takes its tags along (their lane is the record's).
+-- A record moved to another lane takes its tags and its edges' lanes along.
 create function emem._move_tags_with_records() returns trigger
 language plpgsql
 security definer  -- tags of every lane follow their records
@@ -414,6 +459,12 @@ begin
     update emem.record_tags as t set lane_name = a.lane_name
     from moved_after as a join moved_before as b on b.record_id = a.record_id
     where t.record_id = a.record_id and a.lane_name is distinct from b.lane_name;
+    update emem.edges as e set from_lane_name = a.lane_name
+    from moved_after as a join moved_before as b on b.record_id = a.record_id
+    where e.from_record_id = a.record_id and a.lane_name is distinct from b.lane_name;
+    update emem.edges as e set to_lane_name = a.lane_name
+    from moved_after as a join moved_before as b on b.record_id = a.record_id
+    where e.to_record_id = a.record_id and a.lane_name is distinct from b.lane_name;
     return null;
 end
 $$;

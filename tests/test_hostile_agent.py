@@ -207,6 +207,37 @@ def test_an_edge_into_an_unreadable_lane_surfaces_nothing(
         probe(f"hidden edge ({isolation})")
 
 
+def test_an_edge_follows_its_ends_into_and_out_of_readable_lanes(
+    db: psycopg.Connection, agent: psycopg.Connection, lanes: dict[str, list[int]]
+) -> None:
+    """Strict isolation finds edges by the lanes of their ends, kept on the edge: the hidden edge
+    surfaces when its secret end moves into a readable lane and hides again when it moves back;
+    an edge the owner inserts directly gets its ends' lanes."""
+    db.execute("select emem.set_agent_setting('agent', 'emem.lane_isolation', 'strict')")
+    secret_end, shared_end = lanes["secret"][1], lanes["shared"][1]
+
+    def reached_by_tags(question: str) -> set[int]:
+        rows = envelope(agent, question, None)["rows"]
+        return {r["record_id"] for r in rows if "tags" in r["found_by"]}
+
+    assert shared_end not in reached_by_tags("termination planned")
+    db.execute("update emem.records set lane_name = 'shared' where record_id = %s", (secret_end,))
+    assert {secret_end, shared_end} <= reached_by_tags("termination planned")
+    db.execute("update emem.records set lane_name = 'secret' where record_id = %s", (secret_end,))
+    assert shared_end not in reached_by_tags("termination planned")
+
+    own_end = lanes["own"][0]
+    db.execute(
+        "insert into emem.edges (from_record_id, to_record_id, relation) values (%s, %s, 'reviewed_by')",
+        (own_end, shared_end),
+    )
+    assert db.execute(
+        "select from_lane_name, to_lane_name from emem.edges where relation = 'reviewed_by'"
+    ).fetchone() == ("own", "shared")
+    assert {own_end, shared_end} <= reached_by_tags("reviewed by")
+    probe("hidden edge (strict, moved)", 4)
+
+
 # ---- strict isolation --------------------------------------------------------------------------------
 
 

@@ -13,31 +13,40 @@ SCORED_ARRAYS = (
 )
 
 
-def labels_within(label_terms: str, terms: str, namespace_terms: str | None = None) -> str:
+def labels_within(label_terms: str, terms: str, namespace_terms: str | None = None, overlap: str | None = None) -> str:
     """A label matches a question when its terms overlap the question's and all are in it (and,
-    where `namespace_terms` names its namespace's terms, those too). Only the overlap is left to the
-    terms' GIN index: "contained in" would make it read the entries of every question term (and
-    every empty array) for each lookup; rows are checked for it instead."""
+    where `namespace_terms` names its namespace's terms, those too). Only the overlap (`overlap`:
+    another indexed form of it) is left to a GIN index: "contained in" would make it read the
+    entries of every question term (and every empty array) for each lookup; rows are checked for
+    it instead."""
     namespaced = "" if namespace_terms is None else f" and {namespace_terms} operator(pg_catalog.<@) {terms}"
+    overlap = overlap or f"{label_terms} operator(pg_catalog.&&) {terms}"
+    return f"{overlap} and coalesce({label_terms} operator(pg_catalog.<@) {terms}, false){namespaced}"
+
+
+# A label term within a lane, as emem._lane_qualified spells it (a lane name holds no '/').
+LANE_TERM = "{lane}/{term}"
+
+
+def edge_labels_within(terms: str, namespaced: bool, lanes: str | None = None) -> str:
+    """An edge label (el) matches the question's terms, its namespace's too when `namespaced`;
+    within `lanes` (None: every lane) both the edge's ends lie in them (an edge carries the
+    secrecy of both its ends), and the index of its
+    lane-qualified terms finds it: other lanes' matching labels are never read."""
+    namespace = "el.namespace_terms" if namespaced else None
+    if lanes is None:
+        return labels_within("el.label_terms", terms, namespace)
+    overlap = f"el.lane_terms operator(pg_catalog.&&) emem._lane_qualified({lanes}, {terms})"
     return (
-        f"{label_terms} operator(pg_catalog.&&) {terms}"
-        f" and coalesce({label_terms} operator(pg_catalog.<@) {terms}, false){namespaced}"
+        labels_within("el.label_terms", terms, namespace, overlap)
+        + in_lanes("el.from_lane_name", lanes)
+        + in_lanes("el.to_lane_name", lanes)
     )
-
-
-def edge_labels_within(terms: str, namespaced: bool) -> str:
-    """An edge label (el) matches the question's terms, its namespace's too when `namespaced`."""
-    return labels_within("el.label_terms", terms, "el.namespace_terms" if namespaced else None)
 
 
 def in_lanes(lane: str, lanes: str | None) -> str:
     """A lane column is one of these lanes (an array's SQL; None: every lane)."""
     return "" if lanes is None else f" and {lane} operator(pg_catalog.=) any ({lanes})"
-
-
-def edge_in_lanes(edge: str, lanes: str | None) -> str:
-    """Both ends of an edge lie in these lanes: an edge carries the secrecy of both its ends."""
-    return record_in_lanes(f"{edge}.from_record_id", lanes) + record_in_lanes(f"{edge}.to_record_id", lanes)
 
 
 def label_holds(label_terms: str, holding: str | None) -> str:
@@ -56,8 +65,7 @@ def matched_edge_ends(
                join emem.edges as e on e.edge_id = el.edge_id
                cross join lateral (values (e.from_record_id, e.to_record_id), (e.to_record_id, e.from_record_id))
                    as ends (endpoint, far_end)
-               where {edge_labels_within(terms, namespaced)}{label_holds("el.label_terms", holding)}
-                     {edge_in_lanes("e", lanes)}"""
+               where {edge_labels_within(terms, namespaced, lanes)}{label_holds("el.label_terms", holding)}"""
 
 
 def ends_matched_edge(
@@ -68,8 +76,8 @@ def ends_matched_edge(
     cost more)."""
     return f"""exists (select from emem.edges as e join emem.edge_labels as el on el.edge_id = e.edge_id
                        where (e.from_record_id = {record_id} or e.to_record_id = {record_id})
-                         and {edge_labels_within(terms, namespaced)}{label_holds("el.label_terms", holding)}
-                             {edge_in_lanes("e", lanes)}{PROBE})"""
+                         and {edge_labels_within(terms, namespaced, lanes)}{label_holds("el.label_terms", holding)}
+                             {PROBE})"""
 
 
 # Predicates over one record are probes: `offset 0` keeps the planner from turning them into a

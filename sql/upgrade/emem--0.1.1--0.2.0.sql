@@ -98,6 +98,16 @@ return backend(GD, plpy, "0.2.0").namespace_terms(label)
 $$;
 comment on function emem._label_namespace_terms(text) is
   'The terms of a label''s key: namespace (empty without one): the seed''s tags lookup asks for them in the question, the opt-in components do not.';
+create function emem._lane_qualified(lanes text[], terms text[]) returns text[]
+language sql immutable strict parallel safe
+set search_path = pg_catalog, pg_temp
+as $$
+select coalesce(pg_catalog.array_agg(distinct l operator(pg_catalog.||) '/' operator(pg_catalog.||) t), '{}')
+from pg_catalog.unnest(lanes) as l, pg_catalog.unnest(terms) as t
+where l is not null
+$$;
+comment on function emem._lane_qualified(text[], text[]) is
+  'Each term prefixed with each lane and a slash (''ops/invoice''): edge label terms within lanes.';
 alter aggregate emem.tsquery_any(tsquery) rename to _tsquery_any;
 
 -- ---- names and kinds, defined once ---------------------------------------------------------
@@ -210,6 +220,19 @@ alter table emem.windows alter column thread_kind type emem.record_kind using th
 update emem.edge_labels set label = label;
 alter table emem.edge_labels
     add column namespace_terms text[] not null generated always as (emem._label_namespace_terms(label)) stored;
+
+-- ---- edges carry their ends' lanes: strict isolation finds a lane's edges through one index ----
+alter table emem.edges add column from_lane_name text, add column to_lane_name text;
+update emem.edges as e set from_lane_name = f.lane_name, to_lane_name = t.lane_name
+from emem.records as f, emem.records as t
+where f.record_id = e.from_record_id and t.record_id = e.to_record_id;
+alter table emem.edge_labels
+    add column from_lane_name text, add column to_lane_name text, add column lane_terms text[] not null default '{}';
+update emem.edge_labels as l
+set from_lane_name = e.from_lane_name, to_lane_name = e.to_lane_name,
+    lane_terms = emem._lane_qualified(array[e.from_lane_name, e.to_lane_name], l.label_terms)
+from emem.edges as e where e.edge_id = l.edge_id;
+create index edge_labels_by_lane_terms on emem.edge_labels using gin (lane_terms);
 
 -- ---- embeddings that stay true: a queue of what lacks a vector, windows without one ----------
 alter table emem.windows alter column embedding drop not null;

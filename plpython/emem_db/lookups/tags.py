@@ -149,12 +149,15 @@ def edge_match(reader: Reader, terms: list[str], namespaced: bool) -> EdgeMatch:
     every lane: they only spare that reading, they decide no answer."""
     limit = reader.probed_limit
     labels = reader.rows_of("edge_labels")
-    within = [
-        (held, share)
-        for held, share in reader.common_arrays("edge_labels", "label_terms").items()
-        if held <= set(terms)
-    ]
-    estimated = {term: sum(share for held, share in within if term in held) * labels for term in terms}
+    lanes = reader.request.lanes
+    if lanes is None:
+        common, spelled = reader.common_arrays("edge_labels", "label_terms"), {term: {term} for term in terms}
+    else:  # the labels of these lanes' edges: another lane's common labels spare no reading here
+        common = reader.common_arrays("edge_labels", "lane_terms")
+        spelled = {term: {fragments.LANE_TERM.format(lane=lane, term=term) for lane in lanes} for term in terms}
+    question = set().union(*spelled.values())
+    within = [(held, share) for held, share in common.items() if held <= question]
+    estimated = {term: sum(share for held, share in within if held & spelled[term]) * labels for term in terms}
     to_read = [term for term in terms if estimated[term] <= limit]
     rows = reader.execute(
         f"""select t.term, pg_catalog.count(*) as labels,
@@ -228,13 +231,17 @@ def distinct_estimate(drawn: int, distinct: float) -> float:
 def edges_holding(reader: Reader, term: str, terms: str, limit: str, namespaced: bool) -> str:
     """The ends (from_record_id, to_record_id) of at most `limit` matched edges whose label holds
     `term` (SQL expressions each): those labels first, each edge then probed by its key."""
+    lanes = reader.lanes_sql
+    holding = (
+        f"el.label_terms operator(pg_catalog.@>) array[{term}]"
+        if lanes is None
+        else f"el.lane_terms operator(pg_catalog.&&) emem._lane_qualified({lanes}, array[{term}])"
+    )
     return f"""select e.from_record_id, e.to_record_id
                from (select el.edge_id from emem.edge_labels as el
-                     where el.label_terms operator(pg_catalog.@>) array[{term}]
-                       and {fragments.edge_labels_within(terms, namespaced)}) as el
+                     where {holding} and {fragments.edge_labels_within(terms, namespaced, lanes)}) as el
                cross join lateral (select e.from_record_id, e.to_record_id from emem.edges as e
-                                   where e.edge_id = el.edge_id{fragments.edge_in_lanes("e", reader.lanes_sql)}
-                                   offset 0) as e
+                                   where e.edge_id = el.edge_id offset 0) as e
                limit {limit}"""
 
 
@@ -260,7 +267,6 @@ def scored_tags(
     records holding one of those tags or ending such an edge (a tiered list's exact part), each
     scored by all it matches, probed from the record through the indexes."""
     lanes = fragments.in_lanes("rt.lane_name", reader.lanes_sql)
-    edge_lanes = fragments.edge_in_lanes("e", reader.lanes_sql)
     # A tag's words come from its lane's vocabulary row (one per lane and tag).
     if within is None:
         records = f"""
@@ -285,12 +291,12 @@ def scored_tags(
                 select n.record_id, el.label_terms, e.far_end
                 from narrow as n
                 cross join lateral (select e.edge_id, e.to_record_id as far_end from emem.edges as e
-                                    where e.from_record_id = n.record_id{edge_lanes}
+                                    where e.from_record_id = n.record_id
                                     union all
                                     select e.edge_id, e.from_record_id from emem.edges as e
-                                    where e.to_record_id = n.record_id{edge_lanes}) as e
+                                    where e.to_record_id = n.record_id) as e
                 join emem.edge_labels as el on el.edge_id = e.edge_id
-                where {fragments.edge_labels_within("$2", match.edges.namespaced)}
+                where {fragments.edge_labels_within("$2", match.edges.namespaced, reader.lanes_sql)}
             ), tagged (record_id, terms, rarity) as (
                 select n.record_id, v.tag_terms, tc.rarity
                 from narrow as n
