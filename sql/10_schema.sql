@@ -142,7 +142,7 @@ comment on table emem.edges is 'Directed links between records, with a relation 
 create table emem.edge_labels (
     edge_id bigint not null references emem.edges on delete cascade,
     label text not null,
-    label_terms text[] not null generated always as (emem._label_terms(label)) stored,
+    label_terms text[] not null,  -- emem._label_terms(label), analysed once by the trigger
     primary key (edge_id, label),
     namespace_terms text[] not null generated always as (emem._label_namespace_terms(label)) stored,
     from_lane_name text,

@@ -32,17 +32,21 @@ set search_path = pg_catalog, pg_temp
 as $$
 begin
     delete from emem.edge_labels where edge_id = new.edge_id;
-    insert into emem.edge_labels (edge_id, label, from_lane_name, to_lane_name, lane_terms)
-    select new.edge_id, label, new.from_lane_name, new.to_lane_name,
-           emem._lane_qualified(array[new.from_lane_name, new.to_lane_name], emem._label_terms(label))
+    insert into emem.edge_labels (edge_id, label, label_terms, from_lane_name, to_lane_name, lane_terms)
+    select new.edge_id, label, terms, new.from_lane_name, new.to_lane_name,
+           emem._lane_qualified(array[new.from_lane_name, new.to_lane_name], terms)
     from (
-        select pg_catalog.replace(new.relation, '_', ' ') as label
-        union
-        select value #>> '{}'
-        from pg_catalog.jsonb_path_query(new.properties, 'strict $.**') as value
-        where pg_catalog.jsonb_typeof(value) in ('string', 'number')
-    ) as labels
-    where pg_catalog.btrim(label) <> '';
+        select label, emem._label_terms(label) as terms
+        from (
+            select pg_catalog.replace(new.relation, '_', ' ') as label
+            union
+            select value #>> '{}'
+            from pg_catalog.jsonb_path_query(new.properties, 'strict $.**') as value
+            where pg_catalog.jsonb_typeof(value) in ('string', 'number')
+        ) as labels
+        where pg_catalog.btrim(label) <> ''
+        offset 0  -- each label analysed once
+    ) as analysed;
     return null;
 end
 $$;

@@ -215,9 +215,10 @@ alter table emem.windows alter column thread_kind type emem.record_kind using th
     add constraint thread_kind_has_thread check (emem._has_thread(thread_kind));
 
 -- ---- labels analysed as 0.2.0 does (namespaces, compound words, codes, stop-word labels) ------
--- edge_labels.label_terms is a stored generated column over emem._label_terms: rows keep the
--- terms 0.1.1 computed until they are written again (tag_vocabulary was rebuilt above).
-update emem.edge_labels set label = label;
+-- edge_labels.label_terms: the edges trigger writes them from now on (analysing each label once
+-- for its terms and its lane-qualified terms); 0.2.0's terms now (tag_vocabulary was rebuilt above).
+alter table emem.edge_labels alter column label_terms drop expression;
+update emem.edge_labels set label_terms = emem._label_terms(label);
 alter table emem.edge_labels
     add column namespace_terms text[] not null generated always as (emem._label_namespace_terms(label)) stored;
 
@@ -310,17 +311,21 @@ set search_path = pg_catalog, pg_temp
 as $$
 begin
     delete from emem.edge_labels where edge_id = new.edge_id;
-    insert into emem.edge_labels (edge_id, label, from_lane_name, to_lane_name, lane_terms)
-    select new.edge_id, label, new.from_lane_name, new.to_lane_name,
-           emem._lane_qualified(array[new.from_lane_name, new.to_lane_name], emem._label_terms(label))
+    insert into emem.edge_labels (edge_id, label, label_terms, from_lane_name, to_lane_name, lane_terms)
+    select new.edge_id, label, terms, new.from_lane_name, new.to_lane_name,
+           emem._lane_qualified(array[new.from_lane_name, new.to_lane_name], terms)
     from (
-        select pg_catalog.replace(new.relation, '_', ' ') as label
-        union
-        select value #>> '{}'
-        from pg_catalog.jsonb_path_query(new.properties, 'strict $.**') as value
-        where pg_catalog.jsonb_typeof(value) in ('string', 'number')
-    ) as labels
-    where pg_catalog.btrim(label) <> '';
+        select label, emem._label_terms(label) as terms
+        from (
+            select pg_catalog.replace(new.relation, '_', ' ') as label
+            union
+            select value #>> '{}'
+            from pg_catalog.jsonb_path_query(new.properties, 'strict $.**') as value
+            where pg_catalog.jsonb_typeof(value) in ('string', 'number')
+        ) as labels
+        where pg_catalog.btrim(label) <> ''
+        offset 0  -- each label analysed once
+    ) as analysed;
     return null;
 end
 $$;

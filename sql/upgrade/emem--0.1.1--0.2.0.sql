@@ -215,9 +215,10 @@ alter table emem.windows alter column thread_kind type emem.record_kind using th
     add constraint thread_kind_has_thread check (emem._has_thread(thread_kind));
 
 -- ---- labels analysed as 0.2.0 does (namespaces, compound words, codes, stop-word labels) ------
--- edge_labels.label_terms is a stored generated column over emem._label_terms: rows keep the
--- terms 0.1.1 computed until they are written again (tag_vocabulary was rebuilt above).
-update emem.edge_labels set label = label;
+-- edge_labels.label_terms: the edges trigger writes them from now on (analysing each label once
+-- for its terms and its lane-qualified terms); 0.2.0's terms now (tag_vocabulary was rebuilt above).
+alter table emem.edge_labels alter column label_terms drop expression;
+update emem.edge_labels set label_terms = emem._label_terms(label);
 alter table emem.edge_labels
     add column namespace_terms text[] not null generated always as (emem._label_namespace_terms(label)) stored;
 
