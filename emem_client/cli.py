@@ -14,7 +14,9 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, is_dataclass
@@ -570,6 +572,22 @@ def window_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"file_windows": shape, "chunk_chars": args.chunk_chars}
 
 
+@contextmanager
+def stop_on_interrupt(stop: threading.Event) -> Iterator[None]:
+    """Ctrl-C sets `stop` as well as interrupting: a following worker whose KeyboardInterrupt a
+    library swallowed (seen once: the worker went on polling) still ends at its next look."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        stop.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_embed(args: argparse.Namespace) -> int:
     try:
         options = EmbedOptions(
@@ -582,8 +600,9 @@ def run_embed(args: argparse.Namespace) -> int:
         )
     except ValueError as error:
         raise UsageError(str(error)) from None
-    with client_for(args) as client:
-        report = embed_queue(client, options)
+    stop = threading.Event()
+    with client_for(args) as client, stop_on_interrupt(stop):
+        report = embed_queue(client, options, stop)
     if option(args, "json"):
         print_json(report)
     else:

@@ -14,6 +14,7 @@ profile both reads and writes (the database decides).
 """
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -78,15 +79,19 @@ class EmbedReport:
     coverage: EmbeddingCoverage | None = None  # after the run, in the lanes the caller reads
 
 
-def embed_queue(client: Client, options: EmbedOptions | None = None) -> EmbedReport:
-    """Drains the queue of the space (see EmbedOptions) through the client's gateway; returns what it did."""
-    return EmbedWorker(client, options or EmbedOptions()).run()
+def embed_queue(
+    client: Client, options: EmbedOptions | None = None, stop: threading.Event | None = None
+) -> EmbedReport:
+    """Drains the queue of the space (see EmbedOptions) through the client's gateway; returns what
+    it did. A following worker ends with KeyboardInterrupt once `stop` is set (between batches)."""
+    return EmbedWorker(client, options or EmbedOptions(), stop or threading.Event()).run()
 
 
 class EmbedWorker:
-    def __init__(self, client: Client, options: EmbedOptions) -> None:
+    def __init__(self, client: Client, options: EmbedOptions, stop: threading.Event) -> None:
         self.client = client
         self.options = options
+        self.stop = stop
 
     def run(self) -> EmbedReport:
         space = self.with_retries(self.target_space)
@@ -103,7 +108,8 @@ class EmbedWorker:
                     continue
                 if not self.options.follow:
                     break
-                time.sleep(self.options.poll_interval)
+                if self.stop.wait(self.options.poll_interval):
+                    raise KeyboardInterrupt
                 if self.options.progress:
                     bar.total = bar.n + self.client.embedding_coverage(space.space_id).missing
                     bar.refresh()

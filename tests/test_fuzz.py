@@ -45,6 +45,7 @@ EXPECTED_STATES = {"42501"}
 PGVECTOR_LIMIT = ("54000", "vector cannot have more than")
 TAKEN_KEY = "23505"
 MAX_QUESTION_CHARS = 10_000
+MAX_CONTENT_CHARS = 200_000  # a record's content; longer text goes into file chunks
 F32_MAX = 3.4028234663852886e38
 F32_SMALLEST_NORMAL = 1.1754943508222875e-38
 UNIQUE = itertools.count(1)
@@ -136,7 +137,9 @@ def long_text(draw: st.DrawFn, limit: int = 1_048_576) -> str:
     chunk = draw(st.text(CHARS, min_size=1, max_size=40) | SYNTAX)
     length = draw(
         st.integers(1, 20_000)
-        | st.sampled_from([MAX_QUESTION_CHARS - 1, MAX_QUESTION_CHARS, MAX_QUESTION_CHARS + 1, 65_536, limit])
+        | st.sampled_from(
+            [MAX_QUESTION_CHARS - 1, MAX_QUESTION_CHARS, MAX_QUESTION_CHARS + 1, 65_536, MAX_CONTENT_CHARS + 1, limit]
+        )
     )
     length = min(length, limit)
     return (chunk * (length // len(chunk) + 1))[:length]
@@ -763,7 +766,7 @@ def test_put_record_refuses_bad_fields(corpus: Corpus) -> None:
             metadata_verdict = INVALID
         verdict = combine(
             VALID if kind in KINDS else INVALID,
-            text_verdict(content),
+            text_verdict(content) if len(content) <= MAX_CONTENT_CHARS else INVALID,
             VALID if lane in ("sales", "hr") else INVALID,
             tag_verdict(tags or [], empty_is_valid=True),
             authority_verdict(authority),
