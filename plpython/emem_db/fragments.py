@@ -31,8 +31,8 @@ LANE_TERM = "{lane}/{term}"
 def edge_labels_within(terms: str, namespaced: bool, lanes: str | None = None) -> str:
     """An edge label (el) matches the question's terms, its namespace's too when `namespaced`;
     within `lanes` (None: every lane) both the edge's ends lie in them (an edge carries the
-    secrecy of both its ends), and the index of its
-    lane-qualified terms finds it: other lanes' matching labels are never read."""
+    secrecy of both its ends), and the index of its lane-qualified terms finds it: other lanes'
+    matching labels are never read."""
     namespace = "el.namespace_terms" if namespaced else None
     if lanes is None:
         return labels_within("el.label_terms", terms, namespace)

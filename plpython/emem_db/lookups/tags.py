@@ -145,8 +145,9 @@ def tag_match(reader: Reader, terms: list[str], namespaced: bool) -> TagMatch:
 def edge_match(reader: Reader, terms: list[str], namespaced: bool) -> EdgeMatch:
     """The matched edges per question term, each term's labels read up to probed_limit + 1: a term
     with more is broad. A term whose matched labels the labels' statistics (their most common
-    values, whole) put beyond probed_limit is broad without that reading. The statistics span
-    every lane: they only spare that reading, they decide no answer."""
+    values, whole; within the caller's lanes, those of the lane-qualified terms) put beyond
+    probed_limit is broad without that reading. The statistics only spare that reading, they
+    decide no answer."""
     limit = reader.probed_limit
     labels = reader.rows_of("edge_labels")
     lanes = reader.request.lanes
