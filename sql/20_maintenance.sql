@@ -50,8 +50,11 @@ begin
     return null;
 end
 $$;
+-- The end ids are listed too: UPDATE OF fires on the columns an UPDATE names, not on the lanes
+-- edges_lanes sets from them.
 create trigger edges_refresh_labels
-    after insert or update of relation, properties, from_lane_name, to_lane_name on emem.edges
+    after insert or update of relation, properties, from_record_id, to_record_id, from_lane_name, to_lane_name
+    on emem.edges
     for each row execute function emem._refresh_edge_labels();
 
 -- pgvector indexes need a fixed dimension: each space gets partial expression indexes for

@@ -27,7 +27,7 @@ import psycopg
 import pytest
 from embeddings_service import FakeService, vector_for
 from psycopg import errors
-from test_upgrade import emulate_modules_of, installable, scratch_database
+from test_upgrade import CURRENT, emulate_modules_of, installable, scratch_database
 from vectors import unit
 
 from emem_client import Client, EmbeddedGateway, OpenAIGateway, cli
@@ -792,8 +792,8 @@ def test_an_update_from_0_1_1_queues_what_lacks_a_vector(db: psycopg.Connection)
         ]
         conn.execute("select emem.put_records(%s::jsonb)", (json.dumps(items),))
         conn.execute("select emem.create_embedding_space('m2', 2)")
-        emulate_modules_of(conn, "0.2.0")
-        conn.execute("alter extension emem update to '0.2.0'")
+        emulate_modules_of(conn, CURRENT)
+        conn.execute("alter extension emem update")
         assert queued(conn) == missing(conn) == {(1, "2"), (2, "1"), (2, "2")}
 
 

@@ -212,7 +212,8 @@ def test_an_edge_follows_its_ends_into_and_out_of_readable_lanes(
 ) -> None:
     """Strict isolation finds edges by the lanes of their ends, kept on the edge: the hidden edge
     surfaces when its secret end moves into a readable lane and hides again when it moves back;
-    an edge the owner inserts directly gets its ends' lanes."""
+    an edge the owner inserts directly gets its ends' lanes, and so does one whose end id the owner
+    updates."""
     db.execute("select emem.set_agent_setting('agent', 'emem.lane_isolation', 'strict')")
     secret_end, shared_end = lanes["secret"][1], lanes["shared"][1]
 
@@ -235,7 +236,12 @@ def test_an_edge_follows_its_ends_into_and_out_of_readable_lanes(
         "select from_lane_name, to_lane_name from emem.edges where relation = 'reviewed_by'"
     ).fetchone() == ("own", "shared")
     assert {own_end, shared_end} <= reached_by_tags("reviewed by")
-    probe("hidden edge (strict, moved)", 4)
+    # The owner moves the edge's end by its id: its labels take the new end's lane (0.2.0 kept the old).
+    db.execute("update emem.edges set to_record_id = %s where relation = 'reviewed_by'", (secret_end,))
+    assert own_end not in reached_by_tags("reviewed by")
+    db.execute("update emem.edges set to_record_id = %s where relation = 'reviewed_by'", (shared_end,))
+    assert {own_end, shared_end} <= reached_by_tags("reviewed by")
+    probe("hidden edge (strict, moved)", 6)
 
 
 # ---- strict isolation --------------------------------------------------------------------------------

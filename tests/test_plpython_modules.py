@@ -26,6 +26,14 @@ def test_loaded_modules_of_another_version_ask_to_reconnect() -> None:
     assert "reconnect" in raised.value.fields["hint"]
 
 
+def test_modules_answer_the_sql_of_releases_that_call_them_alike() -> None:
+    """0.2.1 changed no call into Python: a database still at 0.2.0 (or an update passing through
+    it) is served; 0.1.1 is not."""
+    assert backend({}, FakePlpy(), "0.2.0") is not None
+    with pytest.raises(FakePlpyError, match="SQL is version 0.1.1"):
+        backend({}, FakePlpy(), "0.1.1")
+
+
 def test_backend_state_is_kept_between_calls() -> None:
     cache: dict = {}
     first = backend(cache, FakePlpy(), VERSION)

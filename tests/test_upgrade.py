@@ -391,6 +391,27 @@ def test_user_data_survives_the_update(db: psycopg.Connection, path: tuple[str, 
             after.execute("select emem.put_record('note', 'written after the update', 'sales', array['apollo'])")
 
 
+def test_the_update_to_0_2_1_gives_an_edge_moved_by_its_end_id_its_ends_lanes(db: psycopg.Connection) -> None:
+    """0.2.0's labels kept the lanes of an edge's old end when an UPDATE changed the end's id (a
+    strict agent found the edge through them); the update to 0.2.1 repairs such labels."""
+    check_installed_upgrade_script(db, "0.2.0", "0.2.1")
+    with installable(db, "0.2.0"), scratch_database(db, "moved") as conn:
+        conn.execute("create extension emem version '0.2.0' cascade")
+        emulate_modules_of(conn, "0.2.0")
+        conn.execute("select emem.create_lane('a'), emem.create_lane('b')")
+        first, second, elsewhere = (
+            conn.execute("select emem.put_record('note', %s, %s)", (content, lane)).fetchone()[0]
+            for content, lane in (("one", "a"), ("two", "a"), ("three", "b"))
+        )
+        conn.execute("select emem.link_records(%s, %s, 'audited_by', '{}')", (first, second))
+        conn.execute("update emem.edges set to_record_id = %s", (elsewhere,))
+        labels = "select to_lane_name, lane_terms from emem.edge_labels"
+        assert conn.execute(labels).fetchone() == ("a", ["a/audit"])  # what 0.2.0 left
+        emulate_modules_of(conn, "0.2.1")
+        conn.execute("alter extension emem update to '0.2.1'")
+        assert conn.execute(labels).fetchone() == ("b", ["a/audit", "b/audit"])
+
+
 @pytest.mark.parametrize("release", OLD_RELEASES)
 def test_every_frozen_release_updates_to_the_current_version(db: psycopg.Connection, release: str) -> None:
     with installable(db, release), scratch_database(db, "chain") as updated, scratch_database(db, "fresh") as fresh:

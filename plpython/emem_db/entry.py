@@ -80,8 +80,14 @@ class Backend:
         return plan
 
 
+# Earlier releases whose SQL calls these modules exactly as this release's does (0.2.1 changed one
+# trigger's columns): a database not yet updated keeps working, and an update from an older release
+# passes through their steps, which call the modules.
+SERVES_ALSO = frozenset({"0.2.0"})
+
+
 def backend(GD: dict, plpy: Any, sql_version: str) -> Backend:
-    if sql_version != VERSION:
+    if sql_version != VERSION and sql_version not in SERVES_ALSO:
         plpy.error(
             f"emem's SQL is version {sql_version} but this connection loaded its Python modules at version {VERSION}",
             hint="If the extension was updated while this connection was open, reconnect; if the server has"
