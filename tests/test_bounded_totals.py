@@ -24,6 +24,8 @@ QUESTIONS = {
     "term": "anything from Q3?",
     "edge": "what was audited?",
     "mixed": "common Q3 audited rare INV-7",
+    # a narrow tag and a broad edge term: the rare records' 'audited' edges give their far ends 'rare'
+    "linked": "which rare ones were audited?",
 }
 
 
@@ -56,15 +58,18 @@ def link(db: psycopg.Connection, ids: list[int], edges: int) -> None:
 @pytest.fixture
 def corpus(db: psycopg.Connection) -> psycopg.Connection:
     """Lane `own` (read by the agent) and lane `other`: a common tag and term on many records of
-    each, a rare tag and code on a few, and 'audited' edges inside each lane."""
+    each, a rare tag and code on a few, and 'audited' edges inside each lane and from three rare
+    records (two to own records, one to another lane's)."""
     for lane in ("own", "other"):
         db.execute("select emem.create_lane(%s)", (lane,))
     db.execute("select emem.create_embedding_space('m', 4, null, true)")
     own = put(db, "own", [{"content": f"own note {i} in Q3", "tags": ["common"]} for i in range(OWN)])
-    put(db, "own", [{"content": f"rare {i} INV-7", "tags": ["rare"]} for i in range(5)])
+    rare = put(db, "own", [{"content": f"rare {i} INV-7", "tags": ["rare"]} for i in range(5)])
     other = put(db, "other", [{"content": f"other note {i} in Q3", "tags": ["common"]} for i in range(OTHER)])
     link(db, own, 40)
     link(db, other, 90)
+    for pair in ([rare[0], own[45]], [rare[1], own[2]], [rare[2], other[0]]):
+        link(db, pair, 1)
     return db
 
 

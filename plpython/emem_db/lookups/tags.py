@@ -6,8 +6,10 @@ A tag's size is its count in the vocabulary. Edges are seen per question term th
 labels hold: a term held by at most Reader.probed_limit matched labels is narrow, the ends of its
 edges gathered; a broad term (more labels, or common enough in the labels' statistics) is read
 through predicates, and its ends are counted only up to what the totals need. A list ordered by
-its matched terms reads a broad edge term whole: what an edge gives its ends depends on the tags
-at its other end, which no tier of it could score alike."""
+its matched terms reads broad tags and broad edge terms in tiers when they meet no one else: what
+an edge gives its ends depends on the tags at its other end, so a broad edge term is a tier only
+when no matched tag is broad (the few ends whose far end holds a narrow tag are scored whole), and
+with a broad tag the list is read whole."""
 
 import math
 from dataclasses import dataclass
@@ -101,23 +103,34 @@ def tag_candidates(reader: Reader, by_terms: bool) -> CandidateList:
     if not (reader.degraded or by_terms) or (len(match.tags) == 1 and not match.edges.found):
         return BroadList(reader, whole)  # by distance, or one tag that every candidate matched: nothing to score
     broad = match.broad_tags(reader.exact_limit)
+    edges = match.edges
+    if broad and edges.broad_terms:
+        return exact_tags(reader, match, terms, by_terms)  # a broad edge's far end may hold a broad tag
     parts = [tag_part(reader, tag, count) for tag, count in zip(match.tags, match.counts, strict=True) if tag in broad]
-    if not parts or len(parts) > reader.tuning.max_broad_parts or match.edges.broad_terms:
+    parts += [
+        edge_part(reader, edges, terms, term, size)
+        for term, size in zip(edges.broad_terms, edges.broad_sizes, strict=True)
+    ]
+    if not parts or len(parts) > reader.tuning.max_broad_parts:
         return exact_tags(reader, match, terms, by_terms)
     narrow = match.narrow_tags(reader.exact_limit)
+    # Records that end a broad edge whose far end holds a narrow tag also score that tag's terms.
+    linked = linked_ends(reader, narrow, terms, edges.namespaced) if edges.broad_terms and narrow else []
+    endpoints = sorted(set(edges.narrow_endpoints).union(linked))
     return TieredList(
         reader,
         whole,
-        scored_tags(reader, match, terms, within=(narrow, match.edges)),
+        scored_tags(reader, match, terms, within=(narrow, endpoints)),
         parts,
         tier_score,
-        narrow_predicate(reader, match, narrow),
+        narrow_predicate(reader, narrow, endpoints),
     )
 
 
 def tier_score(held: tuple[Part, ...]) -> float:
-    """What a record holding these broad tags (and nothing narrow, no edge) scores, as
-    scored_tags counts it: the distinct terms of the tags, and the rarest tag's share."""
+    """What a record holding these broad tags or broad edge terms (and nothing narrow) scores, as
+    scored_tags counts it: the distinct terms, and the rarest tag's share (edges: EDGE_BONUS; a
+    tier never holds both)."""
     terms: frozenset[str] = frozenset().union(*(part.score_key[0] for part in held))
     return len(terms) + max(part.score_key[1] for part in held)
 
@@ -259,14 +272,14 @@ def rarity(reader: Reader, count: int) -> float:
 
 
 def scored_tags(
-    reader: Reader, match: TagMatch, terms: list[str], within: tuple[list[str], EdgeMatch] | None = None
+    reader: Reader, match: TagMatch, terms: list[str], within: tuple[list[str], list[int]] | None = None
 ) -> ScoredList:
     """Every tag and edge candidate by its matched terms (an edge end's include those of the
     edge's label and of its other end's matched tags), most first, a record reached through a
     matched edge above those matching as many terms through tags only (EDGE_BONUS), degraded then
-    by the rarest tag matched (RARITY_SHARE). `within` (narrow tags and the narrow edges) keeps the
-    records holding one of those tags or ending such an edge (a tiered list's exact part), each
-    scored by all it matches, probed from the record through the indexes."""
+    by the rarest tag matched (RARITY_SHARE). `within` (narrow tags and records) keeps the records
+    holding one of those tags or given (a tiered list's exact part), each scored by all it
+    matches, probed from the record through the indexes."""
     lanes = fragments.in_lanes("rt.lane_name", reader.lanes_sql)
     # A tag's words come from its lane's vocabulary row (one per lane and tag).
     if within is None:
@@ -307,8 +320,7 @@ def scored_tags(
                 join emem.tag_vocabulary as v on v.tag = rt.tag and v.lane_name = rt.lane_name
                 join tag_rarity as tc on tc.tag operator(pg_catalog.=) v.tag
             )"""
-        narrow_tags, edges = within
-        narrow_endpoints = edges.narrow_endpoints
+        narrow_tags, narrow_endpoints = within
     sql = f"""
         with tag_rarity (tag, rarity) as (
             select * from rows from (pg_catalog.unnest($1::text[]), pg_catalog.unnest($4::float8[]))
@@ -443,12 +455,11 @@ def edge_ends_up_to(reader: Reader, term: str, terms: list[str], limit: int, nam
         batch *= 2
 
 
-def narrow_predicate(reader: Reader, match: TagMatch, narrow: list[str]) -> Narrow:
-    """Holds a tag that is not broad, or ends an edge whose label holds a narrow term: what a
-    tiered list reads whole."""
+def narrow_predicate(reader: Reader, narrow: list[str], endpoints: list[int]) -> Narrow:
+    """Holds a tag that is not broad, or is one of these records (the ends of the narrow terms'
+    edges, and those linked to a narrowly tagged record): what a tiered list reads whole."""
     plpy, lanes = reader.plpy, reader.lanes_sql
-    # The narrow terms' ends are at hand: a constant array, hashed once per statement.
-    endpoints = match.edges.narrow_endpoints
+    # The records are at hand: a constant array, hashed once per statement.
     narrow_ends = f"'{{{','.join(str(int(end)) for end in endpoints)}}}'::bigint[]" if endpoints else None
     narrow_sql = quoted_array(plpy, narrow, "text") if narrow else None
 
@@ -475,6 +486,47 @@ def ends_edge(reader: Reader, match: TagMatch, terms: list[str]) -> Predicate:
         endpoints = f"select ends.endpoint from ({ends}) as ends (endpoint, terms)"
         return lambda record_id: f"{record_id} in ({endpoints})"
     return lambda record_id: fragments.ends_matched_edge(record_id, terms_sql, lanes, namespaced=edges.namespaced)
+
+
+def linked_ends(reader: Reader, tags: list[str], terms: list[str], namespaced: bool) -> list[int]:
+    """The far ends of the matched edges at the records holding one of these (narrow) tags, probed
+    from those records through the edges' indexes."""
+    lanes = reader.lanes_sql
+    rows = reader.execute(
+        f"""select distinct e.far_end
+            from ({fragments.tagged("$1", lanes)}) as n
+            cross join lateral (select e.edge_id, e.to_record_id as far_end from emem.edges as e
+                                where e.from_record_id = n.record_id
+                                union all
+                                select e.edge_id, e.from_record_id from emem.edges as e
+                                where e.to_record_id = n.record_id) as e
+            join emem.edge_labels as el on el.edge_id = e.edge_id
+            where {fragments.edge_labels_within("$2", namespaced, lanes)}""",
+        ["text[]", "text[]"],
+        [tags, terms],
+    )
+    return [row["far_end"] for row in rows]
+
+
+def edge_part(reader: Reader, edges: EdgeMatch, terms: list[str], term: str, size: Size) -> Part:
+    """A broad edge term: the ends of the matched edges whose label holds it, probed through the
+    edges' indexes; a walk in record-id order walks the records. Its score key is (the term,
+    EDGE_BONUS): every matched label of such an end is made of broad terms (a narrow one's ends
+    are read whole), so the parts it holds give its label terms."""
+    terms_sql, holding = quoted_array(reader.plpy, terms, "text"), quoted_array(reader.plpy, [term], "text")
+    lanes = reader.lanes_sql
+
+    def holds(record_id: str) -> str:
+        return fragments.ends_matched_edge(record_id, terms_sql, lanes, holding=holding, namespaced=edges.namespaced)
+
+    ends = fragments.matched_edge_ends(terms_sql, lanes, holding=holding, namespaced=edges.namespaced)
+    return Part(
+        holds,
+        f"select distinct ends.endpoint from ({ends}) as ends (endpoint, terms, far_end)",
+        Size(size.lower),
+        (frozenset([term]), EDGE_BONUS),
+        ids_in_order_sql=f"select r.record_id from emem.records as r where {holds('r.record_id')}",
+    )
 
 
 def tag_part(reader: Reader, tag: str, count: int) -> Part:
