@@ -30,7 +30,7 @@ def test_modules_answer_the_sql_of_releases_that_call_them_alike() -> None:
     """0.2.1 changed no call into Python: a database still at 0.2.0 (or an update passing through
     it) is served; 0.1.1 is not."""
     assert backend({}, FakePlpy(), "0.2.0") is not None
-    with pytest.raises(FakePlpyError, match="SQL is version 0.1.1"):
+    with pytest.raises(FakePlpyError, match=r"SQL is version 0\.1\.1"):
         backend({}, FakePlpy(), "0.1.1")
 
 

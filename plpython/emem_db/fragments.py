@@ -68,6 +68,16 @@ def matched_edge_ends(
                where {edge_labels_within(terms, namespaced, lanes)}{label_holds("el.label_terms", holding)}"""
 
 
+def edges_at(record_id: str) -> str:
+    """Every edge at this record, with its other end: rows (edge_id, far_end), each side probed
+    through its index on the edges (a lateral subquery)."""
+    return f"""(select e.edge_id, e.to_record_id as far_end from emem.edges as e
+                where e.from_record_id = {record_id}
+                union all
+                select e.edge_id, e.from_record_id from emem.edges as e
+                where e.to_record_id = {record_id})"""
+
+
 def ends_matched_edge(
     record_id: str, terms: str, lanes: str | None = None, holding: str | None = None, namespaced: bool = False
 ) -> str:

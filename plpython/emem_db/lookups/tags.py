@@ -304,11 +304,7 @@ def scored_tags(
             ), edge_ends (record_id, terms, far_end) as (
                 select n.record_id, el.label_terms, e.far_end
                 from narrow as n
-                cross join lateral (select e.edge_id, e.to_record_id as far_end from emem.edges as e
-                                    where e.from_record_id = n.record_id
-                                    union all
-                                    select e.edge_id, e.from_record_id from emem.edges as e
-                                    where e.to_record_id = n.record_id) as e
+                cross join lateral {fragments.edges_at("n.record_id")} as e
                 join emem.edge_labels as el on el.edge_id = e.edge_id
                 where {fragments.edge_labels_within("$2", match.edges.namespaced, reader.lanes_sql)}
             ), tagged (record_id, terms, rarity) as (
@@ -495,11 +491,7 @@ def linked_ends(reader: Reader, tags: list[str], terms: list[str], namespaced: b
     rows = reader.execute(
         f"""select distinct e.far_end
             from ({fragments.tagged("$1", lanes)}) as n
-            cross join lateral (select e.edge_id, e.to_record_id as far_end from emem.edges as e
-                                where e.from_record_id = n.record_id
-                                union all
-                                select e.edge_id, e.from_record_id from emem.edges as e
-                                where e.to_record_id = n.record_id) as e
+            cross join lateral {fragments.edges_at("n.record_id")} as e
             join emem.edge_labels as el on el.edge_id = e.edge_id
             where {fragments.edge_labels_within("$2", namespaced, lanes)}""",
         ["text[]", "text[]"],
