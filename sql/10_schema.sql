@@ -147,10 +147,32 @@ create table emem.edge_labels (
     namespace_terms text[] not null generated always as (emem._label_namespace_terms(label)) stored,
     from_lane_name text,
     to_lane_name text,
-    lane_terms text[] not null default '{}'
+    lane_terms text[] not null default '{}',
+    -- The edge's ends as they were when the label was written: what edge_label_ends counts.
+    from_record_id bigint,
+    to_record_id bigint
 );
 create index edge_labels_by_terms on emem.edge_labels using gin (label_terms);
 create index edge_labels_by_lane_terms on emem.edge_labels using gin (lane_terms);
+
+-- Every label once, with its terms: the labels a question matches are found here, not among the
+-- label rows of every edge (a relation on 100,000 edges is one row). Kept by edge_labels' triggers.
+create table emem.edge_label_vocabulary (
+    label text primary key,
+    label_terms text[] not null,
+    namespace_terms text[] not null
+);
+create index edge_label_vocabulary_by_terms on emem.edge_label_vocabulary using gin (label_terms);
+
+-- The records that end an edge with a label, and how many such edges end at each: a label's
+-- distinct ends in record-id order from the primary key (counted up to a bound, walked lazily,
+-- probed per record), whatever the number of its edges. Kept by edge_labels' triggers.
+create table emem.edge_label_ends (
+    label text not null,
+    record_id bigint not null,
+    edges integer not null,
+    primary key (label, record_id)
+);
 
 create table emem.record_vectors (
     space_id integer not null,
@@ -233,8 +255,8 @@ alter table emem.window_members enable row level security;
 alter table emem.embedding_queue enable row level security;
 
 -- One call per statement: each call updates the extension's catalog row. edge_labels,
--- tag_vocabulary and embedding_queue are left out: they are derived, and the triggers rebuild
--- them on restore.
+-- edge_label_vocabulary, edge_label_ends, tag_vocabulary and embedding_queue are left out: they
+-- are derived, and the triggers rebuild them on restore.
 select pg_catalog.pg_extension_config_dump('emem.lanes', '');
 select pg_catalog.pg_extension_config_dump('emem.agent_profiles', '');
 select pg_catalog.pg_extension_config_dump('emem.profile_lanes', '');

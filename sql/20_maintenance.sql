@@ -32,9 +32,11 @@ set search_path = pg_catalog, pg_temp
 as $$
 begin
     delete from emem.edge_labels where edge_id = new.edge_id;
-    insert into emem.edge_labels (edge_id, label, label_terms, from_lane_name, to_lane_name, lane_terms)
+    insert into emem.edge_labels (edge_id, label, label_terms, from_lane_name, to_lane_name, lane_terms,
+                                  from_record_id, to_record_id)
     select new.edge_id, label, terms, new.from_lane_name, new.to_lane_name,
-           emem._lane_qualified(array[new.from_lane_name, new.to_lane_name], terms)
+           emem._lane_qualified(array[new.from_lane_name, new.to_lane_name], terms),
+           new.from_record_id, new.to_record_id
     from (
         select label, emem._label_terms(label) as terms
         from (
@@ -56,6 +58,67 @@ create trigger edges_refresh_labels
     after insert or update of relation, properties, from_record_id, to_record_id, from_lane_name, to_lane_name
     on emem.edges
     for each row execute function emem._refresh_edge_labels();
+
+-- Each label written gets its vocabulary row (once: a label seen stays, its ends say whether an
+-- edge still has it; deleting it could race a concurrent first use) and its ends counted, per
+-- statement. Rows are written in key order, so that concurrent writers lock them alike.
+create function emem._count_label_ends() returns trigger
+language plpgsql
+security definer  -- edge_label_vocabulary and edge_label_ends are derived: only the owner writes them
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if tg_op in ('DELETE', 'UPDATE') then
+        insert into emem.edge_label_ends as x (label, record_id, edges)
+        select r.label, ends.record_id, -pg_catalog.count(*)
+        from removed_labels as r
+        cross join lateral (values (r.from_record_id), (r.to_record_id)) as ends (record_id)
+        where ends.record_id is not null
+        group by r.label, ends.record_id
+        order by r.label, ends.record_id
+        on conflict (label, record_id) do update set edges = x.edges + excluded.edges;
+        delete from emem.edge_label_ends as x
+        using (select distinct r.label from removed_labels as r) as removed
+        where x.label = removed.label and x.edges <= 0;
+    end if;
+    if tg_op in ('INSERT', 'UPDATE') then
+        insert into emem.edge_label_vocabulary (label, label_terms, namespace_terms)
+        select distinct on (a.label) a.label, a.label_terms, a.namespace_terms
+        from added_labels as a
+        order by a.label
+        on conflict (label) do nothing;
+        insert into emem.edge_label_ends as x (label, record_id, edges)
+        select a.label, ends.record_id, pg_catalog.count(*)
+        from added_labels as a
+        cross join lateral (values (a.from_record_id), (a.to_record_id)) as ends (record_id)
+        where ends.record_id is not null
+        group by a.label, ends.record_id
+        order by a.label, ends.record_id
+        on conflict (label, record_id) do update set edges = x.edges + excluded.edges;
+    end if;
+    return null;
+end
+$$;
+create trigger edge_labels_count_added after insert on emem.edge_labels
+    referencing new table as added_labels for each statement execute function emem._count_label_ends();
+create trigger edge_labels_count_removed after delete on emem.edge_labels
+    referencing old table as removed_labels for each statement execute function emem._count_label_ends();
+create trigger edge_labels_count_changed after update on emem.edge_labels
+    referencing old table as removed_labels new table as added_labels
+    for each statement execute function emem._count_label_ends();
+
+create function emem._forget_label_ends() returns trigger
+language plpgsql
+security definer  -- as emem._count_label_ends
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    truncate emem.edge_label_ends;
+    return null;
+end
+$$;
+create trigger edge_labels_truncated after truncate on emem.edge_labels
+    for each statement execute function emem._forget_label_ends();
 
 -- pgvector indexes need a fixed dimension: each space gets partial expression indexes for
 -- its record and window vectors. Also fires when pg_restore reloads the spaces.

@@ -8,7 +8,7 @@ revoke all on all sequences in schema emem from public;
 revoke all on all functions in schema emem from public;
 grant usage on schema emem to public;
 grant select on all tables in schema emem to public;
-revoke select on emem.tag_vocabulary from public;
+revoke select on emem.tag_vocabulary, emem.edge_label_vocabulary, emem.edge_label_ends from public;
 
 grant execute on function
     emem.e_gather_find(text, public.vector, integer, integer, text, text),

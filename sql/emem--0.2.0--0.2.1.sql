@@ -4,8 +4,9 @@
 --
 -- 0.2.1: an edge whose end ids an UPDATE changes gets its labels' lanes again (0.2.0's trigger
 -- fired only on the lane columns an UPDATE names, so such labels kept the old ends' lanes and a
--- strict agent could find the edge through them). The labels that differ from their edge are
--- repaired here.
+-- strict agent could find the edge through them): every label is written again from its edge
+-- here. Edge labels carry their edge's ends, and two derived tables, a vocabulary of labels and
+-- each label's distinct ends, let a find read a label's ends without reading its edges.
 
 \echo Use "ALTER EXTENSION emem UPDATE" to load this file. \quit
 
@@ -140,14 +141,37 @@ return json.dumps({"terms": analysis.terms, "known_words": analysis.known_words,
                    "unknown_terms": analysis.unknown_terms, "stop_words": analysis.stop_words})
 $$;
 
--- ---- labels whose lanes are not their edge's (an end moved by an UPDATE of its id) -------------
+-- ---- edge labels carry their edge's ends (and its lanes again, where an UPDATE of an end id left
+-- the old end's); every label's vocabulary row and distinct ends -----------------------------------
+alter table emem.edge_labels add column from_record_id bigint, add column to_record_id bigint;
 update emem.edge_labels as l
 set from_lane_name = e.from_lane_name,
     to_lane_name = e.to_lane_name,
-    lane_terms = emem._lane_qualified(array[e.from_lane_name, e.to_lane_name], l.label_terms)
+    lane_terms = emem._lane_qualified(array[e.from_lane_name, e.to_lane_name], l.label_terms),
+    from_record_id = e.from_record_id,
+    to_record_id = e.to_record_id
 from emem.edges as e
-where e.edge_id = l.edge_id
-  and (l.from_lane_name is distinct from e.from_lane_name or l.to_lane_name is distinct from e.to_lane_name);
+where e.edge_id = l.edge_id;
+
+create table emem.edge_label_vocabulary (
+    label text primary key,
+    label_terms text[] not null,
+    namespace_terms text[] not null
+);
+create index edge_label_vocabulary_by_terms on emem.edge_label_vocabulary using gin (label_terms);
+create table emem.edge_label_ends (
+    label text not null,
+    record_id bigint not null,
+    edges integer not null,
+    primary key (label, record_id)
+);
+insert into emem.edge_label_vocabulary (label, label_terms, namespace_terms)
+select distinct on (l.label) l.label, l.label_terms, l.namespace_terms from emem.edge_labels as l order by l.label;
+insert into emem.edge_label_ends (label, record_id, edges)
+select l.label, ends.record_id, pg_catalog.count(*)
+from emem.edge_labels as l
+cross join lateral (values (l.from_record_id), (l.to_record_id)) as ends (record_id)
+group by l.label, ends.record_id;
 
 -- ---- 0.2.1's code, as a fresh install creates it, follows ----------------------------------
 -- Triggers that keep derived rows and per-space indexes in step with what is written, and that
@@ -184,9 +208,11 @@ set search_path = pg_catalog, pg_temp
 as $$
 begin
     delete from emem.edge_labels where edge_id = new.edge_id;
-    insert into emem.edge_labels (edge_id, label, label_terms, from_lane_name, to_lane_name, lane_terms)
+    insert into emem.edge_labels (edge_id, label, label_terms, from_lane_name, to_lane_name, lane_terms,
+                                  from_record_id, to_record_id)
     select new.edge_id, label, terms, new.from_lane_name, new.to_lane_name,
-           emem._lane_qualified(array[new.from_lane_name, new.to_lane_name], terms)
+           emem._lane_qualified(array[new.from_lane_name, new.to_lane_name], terms),
+           new.from_record_id, new.to_record_id
     from (
         select label, emem._label_terms(label) as terms
         from (
@@ -208,6 +234,67 @@ create trigger edges_refresh_labels
     after insert or update of relation, properties, from_record_id, to_record_id, from_lane_name, to_lane_name
     on emem.edges
     for each row execute function emem._refresh_edge_labels();
+
+-- Each label written gets its vocabulary row (once: a label seen stays, its ends say whether an
+-- edge still has it; deleting it could race a concurrent first use) and its ends counted, per
+-- statement. Rows are written in key order, so that concurrent writers lock them alike.
+create function emem._count_label_ends() returns trigger
+language plpgsql
+security definer  -- edge_label_vocabulary and edge_label_ends are derived: only the owner writes them
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if tg_op in ('DELETE', 'UPDATE') then
+        insert into emem.edge_label_ends as x (label, record_id, edges)
+        select r.label, ends.record_id, -pg_catalog.count(*)
+        from removed_labels as r
+        cross join lateral (values (r.from_record_id), (r.to_record_id)) as ends (record_id)
+        where ends.record_id is not null
+        group by r.label, ends.record_id
+        order by r.label, ends.record_id
+        on conflict (label, record_id) do update set edges = x.edges + excluded.edges;
+        delete from emem.edge_label_ends as x
+        using (select distinct r.label from removed_labels as r) as removed
+        where x.label = removed.label and x.edges <= 0;
+    end if;
+    if tg_op in ('INSERT', 'UPDATE') then
+        insert into emem.edge_label_vocabulary (label, label_terms, namespace_terms)
+        select distinct on (a.label) a.label, a.label_terms, a.namespace_terms
+        from added_labels as a
+        order by a.label
+        on conflict (label) do nothing;
+        insert into emem.edge_label_ends as x (label, record_id, edges)
+        select a.label, ends.record_id, pg_catalog.count(*)
+        from added_labels as a
+        cross join lateral (values (a.from_record_id), (a.to_record_id)) as ends (record_id)
+        where ends.record_id is not null
+        group by a.label, ends.record_id
+        order by a.label, ends.record_id
+        on conflict (label, record_id) do update set edges = x.edges + excluded.edges;
+    end if;
+    return null;
+end
+$$;
+create trigger edge_labels_count_added after insert on emem.edge_labels
+    referencing new table as added_labels for each statement execute function emem._count_label_ends();
+create trigger edge_labels_count_removed after delete on emem.edge_labels
+    referencing old table as removed_labels for each statement execute function emem._count_label_ends();
+create trigger edge_labels_count_changed after update on emem.edge_labels
+    referencing old table as removed_labels new table as added_labels
+    for each statement execute function emem._count_label_ends();
+
+create function emem._forget_label_ends() returns trigger
+language plpgsql
+security definer  -- as emem._count_label_ends
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    truncate emem.edge_label_ends;
+    return null;
+end
+$$;
+create trigger edge_labels_truncated after truncate on emem.edge_labels
+    for each statement execute function emem._forget_label_ends();
 
 -- pgvector indexes need a fixed dimension: each space gets partial expression indexes for
 -- its record and window vectors. Also fires when pg_restore reloads the spaces.
@@ -2167,7 +2254,7 @@ revoke all on all sequences in schema emem from public;
 revoke all on all functions in schema emem from public;
 grant usage on schema emem to public;
 grant select on all tables in schema emem to public;
-revoke select on emem.tag_vocabulary from public;
+revoke select on emem.tag_vocabulary, emem.edge_label_vocabulary, emem.edge_label_ends from public;
 
 grant execute on function
     emem.e_gather_find(text, public.vector, integer, integer, text, text),

@@ -14,9 +14,6 @@ import pytest
 from psycopg import errors
 from vectors import unit
 
-from emem_db.lookups.tags import distinct_estimate, ends_estimate
-from emem_db.tuning import DEFAULT_TUNING
-
 VECTOR = "[1,0,0,0]"
 OWN, OTHER = 60, 150  # records tagged `common`, with "Q3" in their text, in each lane
 QUESTIONS = {
@@ -229,11 +226,11 @@ def test_a_lower_bound_is_the_largest_size_known_exactly(corpus: psycopg.Connect
 
 def narrow_everything(conn: psycopg.Connection) -> None:
     """This backend reads any match of more than 5 records lazily (the broad path, which small
-    corpora never take), and samples 20 labels of a broad edge term."""
+    corpora never take)."""
     conn.execute("select emem.analyse_question('warm')")
     conn.execute(
         "do $$ import dataclasses; state = GD['emem_db']; state.tuning = dataclasses.replace(state.tuning,"
-        " exact_candidates=5, filtered_scan_cost_ratio=1e-9, degraded_probe_cost_ratio=1e-9, edge_sample=20)"
+        " exact_candidates=5, filtered_scan_cost_ratio=1e-9, degraded_probe_cost_ratio=1e-9)"
         " $$ language plpython3u"
     )
 
@@ -304,28 +301,3 @@ def test_an_agent_cannot_choose_its_own_bound(
     assert not found["totals_exact"]
     with pytest.raises(errors.InsufficientPrivilege):
         agent.execute("select emem.set_agent_setting('reader_seed', 'emem.exact_totals_up_to', '0')")
-
-
-# ---- pure: what a sample of edges tells of their ends ---------------------------------------------
-
-
-def test_the_distinct_estimate_inverts_the_expected_distinct_count() -> None:
-    assert distinct_estimate(0, 0) == 0.0 and distinct_estimate(100, 100) == math.inf
-    for population in (50, 1_000, 40_000):
-        drawn = 2_000
-        expected = population * (1 - math.exp(-drawn / population))
-        assert distinct_estimate(drawn, expected) == pytest.approx(population, rel=1e-6)
-
-
-@pytest.mark.parametrize("population", [300, 2_000, 10_000, 20_000, 50_000, 200_000])
-def test_an_edge_sample_estimate_passes_a_bound_only_when_the_ends_do(population: int) -> None:
-    """Drawn uniformly (4,000 ends: a sample of 2,000 labels), the estimate stays on the low side:
-    where the totals take it as passing a bound (1.5 times it), the ends number more than the bound."""
-    margin = DEFAULT_TUNING.estimated_totals_margin
-    rng = random.Random(population)
-    for _ in range(30):
-        estimate = ends_estimate([rng.randrange(population) for _ in range(4_000)], math.inf)
-        assert estimate <= 1.15 * population
-        assert population > estimate / margin
-    assert ends_estimate([rng.randrange(10) for _ in range(4_000)], math.inf) <= 10  # a few records, many edges
-    assert ends_estimate(list(range(4_000)), 5_000.0) == 5_000.0  # at most twice the labels the statistics count

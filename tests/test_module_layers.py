@@ -15,6 +15,7 @@ LAYERS = [
     ["registry"],
     ["lookups.threads"],
     ["lookups.tags", "lookups.fulltext", "lookups.vectors"],
+    ["lookups.edges"],
     ["lists.tiered"],
     ["lists.broad", "lists.scored", "lists.fetched"],
     ["lists.base"],

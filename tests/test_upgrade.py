@@ -26,6 +26,7 @@ from pathlib import Path
 import figures
 import psycopg
 import pytest
+from edge_ends import label_ends_mismatch
 from psycopg import sql
 
 pytest_plugins = ["figures"]
@@ -393,7 +394,8 @@ def test_user_data_survives_the_update(db: psycopg.Connection, path: tuple[str, 
 
 def test_the_update_to_0_2_1_gives_an_edge_moved_by_its_end_id_its_ends_lanes(db: psycopg.Connection) -> None:
     """0.2.0's labels kept the lanes of an edge's old end when an UPDATE changed the end's id (a
-    strict agent found the edge through them); the update to 0.2.1 repairs such labels."""
+    strict agent found the edge through them); the update to 0.2.1 repairs such labels and counts
+    each label's ends."""
     check_installed_upgrade_script(db, "0.2.0", "0.2.1")
     with installable(db, "0.2.0"), scratch_database(db, "moved") as conn:
         conn.execute("create extension emem version '0.2.0' cascade")
@@ -410,6 +412,7 @@ def test_the_update_to_0_2_1_gives_an_edge_moved_by_its_end_id_its_ends_lanes(db
         emulate_modules_of(conn, "0.2.1")
         conn.execute("alter extension emem update to '0.2.1'")
         assert conn.execute(labels).fetchone() == ("b", ["a/audit", "b/audit"])
+        assert label_ends_mismatch(conn) == []  # the labels' ends, counted by the update
 
 
 @pytest.mark.parametrize("release", OLD_RELEASES)

@@ -62,8 +62,7 @@ def matched_edge_ends(
     (endpoint, terms, far_end)."""
     return f"""select ends.endpoint, el.label_terms, ends.far_end
                from emem.edge_labels as el
-               join emem.edges as e on e.edge_id = el.edge_id
-               cross join lateral (values (e.from_record_id, e.to_record_id), (e.to_record_id, e.from_record_id))
+               cross join lateral (values (el.from_record_id, el.to_record_id), (el.to_record_id, el.from_record_id))
                    as ends (endpoint, far_end)
                where {edge_labels_within(terms, namespaced, lanes)}{label_holds("el.label_terms", holding)}"""
 

@@ -26,9 +26,6 @@ class Tuning:
     # A scored list with more broad tags or terms than this is read whole (2^n - 1 tiers otherwise, each
     # read only when the merge reaches its score).
     max_broad_parts: int = 5
-    # A broad edge term's ends are estimated, when the totals ask, from this many of its matched
-    # labels (the repeats among their ends tell how many there are).
-    edge_sample: int = 2_000
     # A term's document frequency is counted up to this many records (a larger one says little).
     document_frequency_cap: int = 20_000
     # fulltext_words leaves out a word on more than this share of the records (and on at least

@@ -4,8 +4,9 @@
 --
 -- 0.2.1: an edge whose end ids an UPDATE changes gets its labels' lanes again (0.2.0's trigger
 -- fired only on the lane columns an UPDATE names, so such labels kept the old ends' lanes and a
--- strict agent could find the edge through them). The labels that differ from their edge are
--- repaired here.
+-- strict agent could find the edge through them): every label is written again from its edge
+-- here. Edge labels carry their edge's ends, and two derived tables, a vocabulary of labels and
+-- each label's distinct ends, let a find read a label's ends without reading its edges.
 
 \echo Use "ALTER EXTENSION emem UPDATE" to load this file. \quit
 
@@ -140,13 +141,36 @@ return json.dumps({"terms": analysis.terms, "known_words": analysis.known_words,
                    "unknown_terms": analysis.unknown_terms, "stop_words": analysis.stop_words})
 $$;
 
--- ---- labels whose lanes are not their edge's (an end moved by an UPDATE of its id) -------------
+-- ---- edge labels carry their edge's ends (and its lanes again, where an UPDATE of an end id left
+-- the old end's); every label's vocabulary row and distinct ends -----------------------------------
+alter table emem.edge_labels add column from_record_id bigint, add column to_record_id bigint;
 update emem.edge_labels as l
 set from_lane_name = e.from_lane_name,
     to_lane_name = e.to_lane_name,
-    lane_terms = emem._lane_qualified(array[e.from_lane_name, e.to_lane_name], l.label_terms)
+    lane_terms = emem._lane_qualified(array[e.from_lane_name, e.to_lane_name], l.label_terms),
+    from_record_id = e.from_record_id,
+    to_record_id = e.to_record_id
 from emem.edges as e
-where e.edge_id = l.edge_id
-  and (l.from_lane_name is distinct from e.from_lane_name or l.to_lane_name is distinct from e.to_lane_name);
+where e.edge_id = l.edge_id;
+
+create table emem.edge_label_vocabulary (
+    label text primary key,
+    label_terms text[] not null,
+    namespace_terms text[] not null
+);
+create index edge_label_vocabulary_by_terms on emem.edge_label_vocabulary using gin (label_terms);
+create table emem.edge_label_ends (
+    label text not null,
+    record_id bigint not null,
+    edges integer not null,
+    primary key (label, record_id)
+);
+insert into emem.edge_label_vocabulary (label, label_terms, namespace_terms)
+select distinct on (l.label) l.label, l.label_terms, l.namespace_terms from emem.edge_labels as l order by l.label;
+insert into emem.edge_label_ends (label, record_id, edges)
+select l.label, ends.record_id, pg_catalog.count(*)
+from emem.edge_labels as l
+cross join lateral (values (l.from_record_id), (l.to_record_id)) as ends (record_id)
+group by l.label, ends.record_id;
 
 -- ---- 0.2.1's code, as a fresh install creates it, follows ----------------------------------

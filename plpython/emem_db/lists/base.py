@@ -71,8 +71,6 @@ class Match:
     count_sql: str
     count_up_to: CountUpTo
     size: Size = Size(0)
-    # An estimate of the size worked out only when asked (a sample), beside size.estimate.
-    estimate: Callable[[], float | None] | None = None
     count_types: tuple[str, ...] = ()
     count_args: tuple = ()
     known_ids: Sequence[int] = ()

@@ -29,7 +29,6 @@ class BroadList(CandidateList):
         self.complete = False
         self._size: int | None = None
         self._broad: bool | None = None
-        self._estimate: float | None = None  # -1: none
 
     def __getitem__(self, index: int) -> Candidate:
         while index >= len(self.loaded) and not self.complete:
@@ -51,13 +50,6 @@ class BroadList(CandidateList):
 
     def known_size(self) -> Size:
         return self.match.size if self._size is None else Size.exactly(self._size)
-
-    def estimated_size(self) -> float | None:
-        if self._estimate is None:
-            sampled = self.match.estimate() if self.match.estimate is not None else None
-            known = self.known_size().estimate
-            self._estimate = max((value for value in (known, sampled) if value is not None), default=-1.0)
-        return None if self._estimate < 0 else self._estimate
 
     def count_up_to(self, limit: int) -> int:
         known = self.known_size()

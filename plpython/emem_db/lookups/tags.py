@@ -2,63 +2,39 @@
 edge relation names and property values; candidates are the tagged records and both ends of a
 matched edge.
 
-A tag's size is its count in the vocabulary. Edges are seen per question term their matched
-labels hold: a term held by at most Reader.probed_limit matched labels is narrow, the ends of its
-edges gathered; a broad term (more labels, or common enough in the labels' statistics) is read
-through predicates, and its ends are counted only up to what the totals need. A list ordered by
+A tag's size is its count in the vocabulary; edges are matched per question term (lookups.edges).
+A list ordered by
 its matched terms reads broad tags and broad edge terms in tiers when they meet no one else: what
 an edge gives its ends depends on the tags at its other end, so a broad edge term is a tier only
 when no matched tag is broad (the few ends whose far end holds a narrow tag are scored whole), and
 with a broad tag the list is read whole."""
 
-import math
 from dataclasses import dataclass
 
 from emem_db import fragments
 from emem_db.fragments import SCORED_ARRAYS, quoted_array
-from emem_db.lists.base import CandidateList, Match, Predicate, Size
+from emem_db.lists.base import CandidateList, Match, Size
 from emem_db.lists.broad import BroadList
 from emem_db.lists.fetched import FetchedList
 from emem_db.lists.scored import ScoredList
 from emem_db.lists.tiered import Narrow, Part, TieredList
+from emem_db.lookups.edges import (
+    EDGE_BONUS,
+    EdgeMatch,
+    broad_ends_sql,
+    broad_ends_up_to,
+    edge_match,
+    edge_part,
+    ends_matched_edge,
+    linked_ends,
+)
 from emem_db.reader import Reader
 
-# What a matched edge adds to the score of the records it ends at: less than one term, so that
-# more terms matched still come first, but a record an edge's relation or property names ranks
-# above every record that matches the same number of terms through tags only. A matched edge also
-# gives each end the terms the question matches in the other end's tags: "the release captain of
-# project Kestrel" is the record at the other end of a `release captain` edge from the record
-# tagged `project kestrel`.
-EDGE_BONUS = 0.5
 # Degraded, records that match as many terms (and edges) are ranked by the rarest tag they matched
 # (BM25's rarity for labels, in place of record id): RARITY_SHARE / (1 + that tag's records), a
 # fraction that stays below EDGE_BONUS. Every record of a broad tier matched the same tags, so the
 # tiers keep their order.
 RARITY_SHARE = 0.4
-
-
-@dataclass(frozen=True)
-class EdgeMatch:
-    """The edges whose labels the question's terms match, per term those labels hold: the ends of
-    the edges whose labels hold a narrow term (gathered), and the broad terms with what is known
-    of the number of their edges' ends (an estimate is sampled only when the totals ask)."""
-
-    narrow_terms: list[str]
-    narrow_endpoints: list[int]
-    broad_terms: list[str]
-    broad_sizes: list[Size]  # the distinct ends seen (0 when the term's labels were not read)
-    broad_most_ends: list[float]  # at most so many ends (math.inf: no bound known)
-    # Whether a label's `key:` namespace must be among the question's terms (the seed's tags
-    # lookup) or not (the opt-in components): see analysis.Analyser.namespace_terms.
-    namespaced: bool
-
-    @property
-    def found(self) -> bool:
-        return bool(self.narrow_terms or self.broad_terms)
-
-    @property
-    def size(self) -> Size:
-        return Size.of_union([Size.exactly(len(self.narrow_endpoints)), *self.broad_sizes])
 
 
 @dataclass(frozen=True)
@@ -107,10 +83,7 @@ def tag_candidates(reader: Reader, by_terms: bool) -> CandidateList:
     if broad and edges.broad_terms:
         return exact_tags(reader, match, terms, by_terms)  # a broad edge's far end may hold a broad tag
     parts = [tag_part(reader, tag, count) for tag, count in zip(match.tags, match.counts, strict=True) if tag in broad]
-    parts += [
-        edge_part(reader, edges, terms, term, size)
-        for term, size in zip(edges.broad_terms, edges.broad_sizes, strict=True)
-    ]
+    parts += [edge_part(reader, edges, terms, index) for index in range(len(edges.broad_terms))]
     if not parts or len(parts) > reader.tuning.max_broad_parts:
         return exact_tags(reader, match, terms, by_terms)
     narrow = match.narrow_tags(reader.exact_limit)
@@ -153,110 +126,6 @@ def tag_match(reader: Reader, terms: list[str], namespaced: bool) -> TagMatch:
         [terms],
     )[0]
     return TagMatch(list(row["tags"]), list(row["counts"]), edge_match(reader, terms, namespaced))
-
-
-def edge_match(reader: Reader, terms: list[str], namespaced: bool) -> EdgeMatch:
-    """The matched edges per question term, each term's labels read up to probed_limit + 1: a term
-    with more is broad. A term whose matched labels the labels' statistics (their most common
-    values, whole; within the caller's lanes, those of the lane-qualified terms) put beyond
-    probed_limit is broad without that reading. The statistics only spare that reading, they
-    decide no answer."""
-    limit = reader.probed_limit
-    labels = reader.rows_of("edge_labels")
-    lanes = reader.request.lanes
-    if lanes is None:
-        common, spelled = reader.common_arrays("edge_labels", "label_terms"), {term: {term} for term in terms}
-    else:  # the labels of these lanes' edges: another lane's common labels spare no reading here
-        common = reader.common_arrays("edge_labels", "lane_terms")
-        spelled = {term: {fragments.LANE_TERM.format(lane=lane, term=term) for lane in lanes} for term in terms}
-    question = set().union(*spelled.values())
-    within = [(held, share) for held, share in common.items() if held <= question]
-    estimated = {term: sum(share for held, share in within if held & spelled[term]) * labels for term in terms}
-    to_read = [term for term in terms if estimated[term] <= limit]
-    rows = reader.execute(
-        f"""select t.term, pg_catalog.count(*) as labels,
-                   pg_catalog.array_agg(m.from_record_id) operator(pg_catalog.||) pg_catalog.array_agg(m.to_record_id)
-                       as ends
-            from pg_catalog.unnest($2::text[]) as t (term)
-            cross join lateral ({edges_holding(reader, "t.term", "$1", "$3", namespaced)}) as m
-            group by t.term""",
-        ["text[]", "text[]", "bigint"],
-        [terms, to_read, limit + 1],
-    )
-    read = {row["term"]: (row["labels"], set(row["ends"])) for row in rows}
-    narrow = [term for term in to_read if term in read and read[term][0] <= limit]
-    broad = [term for term in terms if term not in to_read or (term in read and term not in narrow)]
-    return EdgeMatch(
-        narrow,
-        sorted(set().union(*(read[term][1] for term in narrow))),
-        broad,
-        [Size(len(read[term][1])) if term in read else Size(0) for term in broad],
-        # An edge has at most two ends: a term whose labels the statistics count has at most twice as many.
-        [2 * estimated[term] if term not in to_read else math.inf for term in broad],
-        namespaced,
-    )
-
-
-def estimated_ends(reader: Reader, edges: EdgeMatch, terms: list[str]) -> float | None:
-    """An estimate of how many records end the broad terms' edges (the largest of the terms'):
-    from a sample of Tuning.edge_sample matched labels of each."""
-    estimates = []
-    for term, most in zip(edges.broad_terms, edges.broad_most_ends, strict=True):
-        row = reader.execute(
-            f"""select pg_catalog.array_agg(m.from_record_id) operator(pg_catalog.||)
-                       pg_catalog.array_agg(m.to_record_id) as ends
-                from ({edges_holding(reader, "$2", "$1", "$3", edges.namespaced)}) as m""",
-            ["text[]", "text", "bigint"],
-            [terms, term, reader.tuning.edge_sample],
-        )[0]
-        sample = list(row["ends"] or ())
-        complete = len(sample) < 2 * reader.tuning.edge_sample  # every matched label was read
-        estimates.append(float(len(set(sample))) if complete else ends_estimate(sample, most))
-    return max(estimates, default=None)
-
-
-def ends_estimate(sample: list[int], most: float) -> float:
-    """How many records a broad term's edges end at, from the ends drawn in a sample of them: on
-    the low side of what the repeats in the sample suggest (as if there were two standard
-    deviations more of them, repeats counting about as a Poisson variable), at most `most`."""
-    repeats = len(sample) - len(set(sample))
-    likely_distinct = len(sample) - (repeats + 2 * math.sqrt(repeats) + 1)
-    return min(most, distinct_estimate(len(sample), max(likely_distinct, 0.0)))
-
-
-def distinct_estimate(drawn: int, distinct: float) -> float:
-    """How many distinct values a set likely holds when `drawn` values drawn from it show `distinct`
-    different ones: the N for which drawing that many gives that many on average,
-    N * (1 - exp(-drawn / N)) = distinct (unbounded when none repeats)."""
-    if drawn == 0:
-        return 0.0
-    if distinct >= drawn:
-        return math.inf
-    low, high = float(distinct), float(distinct) * drawn + 1.0
-    for _ in range(60):
-        middle = (low + high) / 2
-        if middle * (1 - math.exp(-drawn / middle)) < distinct:
-            low = middle
-        else:
-            high = middle
-    return high
-
-
-def edges_holding(reader: Reader, term: str, terms: str, limit: str, namespaced: bool) -> str:
-    """The ends (from_record_id, to_record_id) of at most `limit` matched edges whose label holds
-    `term` (SQL expressions each): those labels first, each edge then probed by its key."""
-    lanes = reader.lanes_sql
-    holding = (
-        f"el.label_terms operator(pg_catalog.@>) array[{term}]"
-        if lanes is None
-        else f"el.lane_terms operator(pg_catalog.&&) emem._lane_qualified({lanes}, array[{term}])"
-    )
-    return f"""select e.from_record_id, e.to_record_id
-               from (select el.edge_id from emem.edge_labels as el
-                     where {holding} and {fragments.edge_labels_within(terms, namespaced, lanes)}) as el
-               cross join lateral (select e.from_record_id, e.to_record_id from emem.edges as e
-                                   where e.edge_id = el.edge_id offset 0) as e
-               limit {limit}"""
 
 
 def exact_tags(reader: Reader, match: TagMatch, terms: list[str], by_terms: bool) -> CandidateList:
@@ -374,24 +243,25 @@ def whole_match(reader: Reader, match: TagMatch, terms: list[str]) -> Match:
     plpy, lanes = reader.plpy, reader.lanes_sql
     tags_sql = quoted_array(plpy, match.tags, "text")
     edges = match.edges
-    broad_ends = broad_edge_ends(reader, edges, terms)
-    ids_sql = fragments.tagged(tags_sql, lanes) + (f" union all {broad_ends}" if broad_ends else "")
+    broad_ends = broad_ends_sql(reader, edges, terms)
+    ids_sql = fragments.tagged(tags_sql, lanes) + (f" union all ({broad_ends})" if broad_ends else "")
     # The largest tag's count, plus what the other tags and the edges add.
     largest, *others = match.tags or [""]
     count_sql = f"""
         select {(match.counts or [0])[0]:d} + pg_catalog.count(distinct o.record_id) as n
         from ({fragments.tagged("$2", lanes)} union all select pg_catalog.unnest($3::bigint[])
-              {f"union all {broad_ends}" if broad_ends else ""}) as o (record_id)
+              {f"union all ({broad_ends})" if broad_ends else ""}) as o (record_id)
         where not exists (select from emem.record_tags as l
                           where l.record_id = o.record_id and l.tag operator(pg_catalog.=) $1)"""
     size = match.size
     count_args = (largest, others, edges.narrow_endpoints)
+    ends_edge = ends_matched_edge(reader, edges, terms)
 
     def count_up_to(limit: int) -> int:
         """Each broad term's ends counted up to the limit; the whole counted once every part is below it."""
         if size.lower >= limit:
             return limit
-        counts = [edge_ends_up_to(reader, term, terms, limit, edges.namespaced) for term in edges.broad_terms]
+        counts = broad_ends_up_to(reader, edges, terms, limit)
         if max(counts, default=0) >= limit:
             return limit
         if len(counts) == 1 and not (match.tags or edges.narrow_terms):
@@ -400,14 +270,11 @@ def whole_match(reader: Reader, match: TagMatch, terms: list[str]) -> Match:
         return min(count, limit)
 
     return Match(
-        holds=lambda record_id: (
-            f"({fragments.holds_tag(record_id, tags_sql, lanes)} or {ends_edge(reader, match, terms)(record_id)})"
-        ),
+        holds=lambda record_id: f"({fragments.holds_tag(record_id, tags_sql, lanes)} or {ends_edge(record_id)})",
         ids_sql=ids_sql,
         count_sql=count_sql,
         count_up_to=count_up_to,
         size=size,
-        estimate=(lambda: estimated_ends(reader, edges, terms)) if edges.broad_terms else None,
         count_types=("text", "text[]", "bigint[]"),
         count_args=count_args,
         known_ids=edges.narrow_endpoints,
@@ -418,37 +285,6 @@ def whole_match(reader: Reader, match: TagMatch, terms: list[str]) -> Match:
         ),
         in_order_cheaply=len(match.tags) == 1 and not edges.found,
     )
-
-
-def broad_edge_ends(reader: Reader, edges: EdgeMatch, terms: list[str]) -> str | None:
-    """A query of the ends of the edges whose labels hold a broad term (None: no broad term)."""
-    if not edges.broad_terms:
-        return None
-    plpy = reader.plpy
-    ends = fragments.matched_edge_ends(
-        quoted_array(plpy, terms, "text"),
-        reader.lanes_sql,
-        holding=quoted_array(plpy, edges.broad_terms, "text"),
-        namespaced=edges.namespaced,
-    )
-    return f"select ends.endpoint from ({ends}) as ends (endpoint, terms)"
-
-
-def edge_ends_up_to(reader: Reader, term: str, terms: list[str], limit: int, namespaced: bool) -> int:
-    """How many distinct records end a matched edge whose label holds `term`, counted up to a
-    limit: labels are read in growing batches until their ends reach it or run out."""
-    batch = limit  # enough in one reading unless the edges share their ends
-    while True:
-        row = reader.execute(
-            f"""select pg_catalog.count(*) as labels, pg_catalog.count(distinct ends.endpoint) as ends
-                from ({edges_holding(reader, "$1", "$2", "$3", namespaced)}) as m
-                cross join lateral (values (m.from_record_id), (m.to_record_id)) as ends (endpoint)""",
-            ["text", "text[]", "bigint"],
-            [term, terms, batch],
-        )[0]
-        if row["ends"] >= limit or row["labels"] < 2 * batch:
-            return min(row["ends"], limit)
-        batch *= 2
 
 
 def narrow_predicate(reader: Reader, narrow: list[str], endpoints: list[int]) -> Narrow:
@@ -467,58 +303,6 @@ def narrow_predicate(reader: Reader, narrow: list[str], endpoints: list[int]) ->
         return f"({' or '.join(held)})" if held else "false"
 
     return Narrow(holds)
-
-
-def ends_edge(reader: Reader, match: TagMatch, terms: list[str]) -> Predicate:
-    """A predicate: an edge the question's terms name ends at the record. Predicates test a few
-    records (a page, what a filtered scan visits): many matched edges are probed through the
-    edges' indexes rather than gathered whole for each statement."""
-    edges = match.edges
-    if not edges.found:
-        return lambda record_id: "false"
-    terms_sql, lanes = quoted_array(reader.plpy, terms, "text"), reader.lanes_sql
-    if not edges.broad_terms and len(edges.narrow_endpoints) <= reader.tuning.exact_candidates:
-        ends = fragments.matched_edge_ends(terms_sql, lanes, namespaced=edges.namespaced)
-        endpoints = f"select ends.endpoint from ({ends}) as ends (endpoint, terms)"
-        return lambda record_id: f"{record_id} in ({endpoints})"
-    return lambda record_id: fragments.ends_matched_edge(record_id, terms_sql, lanes, namespaced=edges.namespaced)
-
-
-def linked_ends(reader: Reader, tags: list[str], terms: list[str], namespaced: bool) -> list[int]:
-    """The far ends of the matched edges at the records holding one of these (narrow) tags, probed
-    from those records through the edges' indexes."""
-    lanes = reader.lanes_sql
-    rows = reader.execute(
-        f"""select distinct e.far_end
-            from ({fragments.tagged("$1", lanes)}) as n
-            cross join lateral {fragments.edges_at("n.record_id")} as e
-            join emem.edge_labels as el on el.edge_id = e.edge_id
-            where {fragments.edge_labels_within("$2", namespaced, lanes)}""",
-        ["text[]", "text[]"],
-        [tags, terms],
-    )
-    return [row["far_end"] for row in rows]
-
-
-def edge_part(reader: Reader, edges: EdgeMatch, terms: list[str], term: str, size: Size) -> Part:
-    """A broad edge term: the ends of the matched edges whose label holds it, probed through the
-    edges' indexes; a walk in record-id order walks the records. Its score key is (the term,
-    EDGE_BONUS): every matched label of such an end is made of broad terms (a narrow one's ends
-    are read whole), so the parts it holds give its label terms."""
-    terms_sql, holding = quoted_array(reader.plpy, terms, "text"), quoted_array(reader.plpy, [term], "text")
-    lanes = reader.lanes_sql
-
-    def holds(record_id: str) -> str:
-        return fragments.ends_matched_edge(record_id, terms_sql, lanes, holding=holding, namespaced=edges.namespaced)
-
-    ends = fragments.matched_edge_ends(terms_sql, lanes, holding=holding, namespaced=edges.namespaced)
-    return Part(
-        holds,
-        f"select distinct ends.endpoint from ({ends}) as ends (endpoint, terms, far_end)",
-        Size(size.lower),
-        (frozenset([term]), EDGE_BONUS),
-        ids_in_order_sql=f"select r.record_id from emem.records as r where {holds('r.record_id')}",
-    )
 
 
 def tag_part(reader: Reader, tag: str, count: int) -> Part:

@@ -1,0 +1,95 @@
+"""edge_label_vocabulary and edge_label_ends are derived from the edges by triggers: every write
+that adds, moves, relabels or removes an edge (directly, through a record's deletion or lane
+move, or a truncate) leaves each label's ends counted exactly; agents cannot read either table."""
+
+from collections.abc import Callable
+
+import psycopg
+import pytest
+from edge_ends import label_ends_mismatch
+from psycopg import errors
+
+
+def put(db: psycopg.Connection, lane: str, content: str) -> int:
+    return db.execute("select emem.put_record('note', %s, %s)", (content, lane)).fetchone()[0]
+
+
+def link(db: psycopg.Connection, a: int, b: int, relation: str, properties: str = "{}") -> int:
+    return db.execute("select emem.link_records(%s, %s, %s, %s)", (a, b, relation, properties)).fetchone()[0]
+
+
+@pytest.fixture
+def linked(db: psycopg.Connection) -> list[int]:
+    """Six records in two lanes and edges sharing labels and ends, one a loop."""
+    db.execute("select emem.create_lane('a'), emem.create_lane('b')")
+    ids = [put(db, "a" if i < 4 else "b", f"record {i}") for i in range(6)]
+    link(db, ids[0], ids[1], "audited_by", '{"team": "north-wind", "year": 2024}')
+    link(db, ids[1], ids[2], "audited_by", '{"team": "north-wind"}')
+    link(db, ids[2], ids[4], "paid", '{"invoice": "INV-7"}')
+    link(db, ids[3], ids[3], "reviewed")  # a loop: two ends, one record
+    link(db, ids[0], ids[1], "paid", '{"year": 2024}')  # a second edge between the same ends
+    assert label_ends_mismatch(db) == []
+    return ids
+
+
+def ends_of(db: psycopg.Connection, label: str) -> dict[int, int]:
+    rows = db.execute("select record_id, edges from emem.edge_label_ends where label = %s", (label,))
+    return dict(rows.fetchall())
+
+
+def test_each_label_counts_its_ends_and_their_edges(db: psycopg.Connection, linked: list[int]) -> None:
+    ids = linked
+    assert ends_of(db, "audited by") == {ids[0]: 1, ids[1]: 2, ids[2]: 1}
+    assert ends_of(db, "2024") == {ids[0]: 2, ids[1]: 2}
+    assert ends_of(db, "reviewed") == {ids[3]: 2}
+    terms = db.execute("select label_terms from emem.edge_label_vocabulary where label = 'north-wind'").fetchone()[0]
+    assert terms == ["north", "wind"]
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        "update emem.edges set to_record_id = {r5} where relation = 'paid' and to_record_id = {r4}",
+        "update emem.edges set from_record_id = {r5}, to_record_id = {r3} where relation = 'reviewed'",
+        'update emem.edges set properties = \'{{"team": "south"}}\' where from_record_id = {r1}',
+        "update emem.edges set relation = 'checked' where relation = 'audited_by'",
+        "delete from emem.edges where relation = 'paid'",
+        "delete from emem.records where record_id = {r1}",
+        "update emem.records set lane_name = 'b' where record_id = {r0}",
+        "truncate emem.edges cascade",
+    ],
+    ids=[
+        "move an end",
+        "move both ends of a loop",
+        "relabel",
+        "rename",
+        "delete",
+        "delete an end's record",
+        "move a record's lane",
+        "truncate",
+    ],
+)
+def test_every_write_keeps_the_ends_exact(db: psycopg.Connection, linked: list[int], write: str) -> None:
+    db.execute(write.format(**{f"r{i}": record_id for i, record_id in enumerate(linked)}))
+    assert label_ends_mismatch(db) == []
+
+
+def test_a_label_no_edge_has_any_more_has_no_ends(db: psycopg.Connection, linked: list[int]) -> None:
+    """Its vocabulary row stays (a label seen once; removing it could race a concurrent first use)."""
+    db.execute("delete from emem.edges where relation = 'reviewed'")
+    assert ends_of(db, "reviewed") == {}
+    assert db.execute("select count(*) from emem.edge_label_vocabulary where label = 'reviewed'").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize("table", ["edge_label_ends", "edge_label_vocabulary"])
+def test_agents_cannot_read_the_derived_tables(
+    db: psycopg.Connection, make_role: Callable[..., str], linked: list[int], table: str
+) -> None:
+    """They hold every lane's labels and ends."""
+    role = make_role("agent")
+    db.execute(f"set role {role}")
+    try:
+        with pytest.raises(errors.InsufficientPrivilege):
+            db.execute(f"select * from emem.{table}")
+    finally:
+        db.execute("reset role")
