@@ -68,7 +68,7 @@ def ensure_edge_lane(conn: psycopg.Connection, corpus: Corpus, space: int) -> di
                select * from unnest(%s::bigint[], %s::bigint[], %s::text[])""",
             ([a for a, _ in chunk], [b for _, b in chunk], [RELATION] * len(chunk)),
         )
-    for table in ("records", "record_vectors", "edges", "edge_labels"):
+    for table in ("records", "record_vectors", "edges", "edge_labels", "edge_label_vocabulary", "edge_label_ends"):
         conn.execute(f"vacuum analyze emem.{table}")
     return {
         "lane": EDGE_LANE,

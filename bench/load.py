@@ -272,7 +272,9 @@ def rebuild_indexes(conn: psycopg.Connection, definitions: dict[str, str], repor
 
 def vacuum_analyze(conn: psycopg.Connection, report: LoadReport) -> None:
     started = time.perf_counter()
-    for table in ("records", "record_tags", "edges", "edge_labels", "record_vectors", "windows", "window_members"):
+    # Every table a find reads, as autovacuum leaves them after a load (visibility map and statistics).
+    tables = ("records", "record_tags", "edges", "edge_labels", "edge_label_vocabulary", "edge_label_ends")
+    for table in (*tables, "record_vectors", "windows", "window_members"):
         conn.execute(f"vacuum analyze emem.{table}")
     report.vacuum_analyze_seconds = round(time.perf_counter() - started, 2)
 
