@@ -155,12 +155,17 @@ create table emem.edge_labels (
 create index edge_labels_by_terms on emem.edge_labels using gin (label_terms);
 create index edge_labels_by_lane_terms on emem.edge_labels using gin (lane_terms);
 
--- Every label once, with its terms: the labels a question matches are found here, not among the
--- label rows of every edge (a relation on 100,000 edges is one row). Kept by edge_labels' triggers.
+-- Every label once per lane, with its terms: the labels a question matches are found here, not
+-- among the label rows of every edge (a relation on 100,000 edges is a row per lane). Kept by
+-- edge_labels' triggers.
 create table emem.edge_label_vocabulary (
-    label text primary key,
+    label text not null,
+    -- The lane of the edge's from end: a label new in one lane's open transaction never makes
+    -- another lane's writer of the same label wait.
+    lane_name text not null,
     label_terms text[] not null,
-    namespace_terms text[] not null
+    namespace_terms text[] not null,
+    primary key (label, lane_name)
 );
 create index edge_label_vocabulary_by_terms on emem.edge_label_vocabulary using gin (label_terms);
 

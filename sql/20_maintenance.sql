@@ -59,9 +59,9 @@ create trigger edges_refresh_labels
     on emem.edges
     for each row execute function emem._refresh_edge_labels();
 
--- Each label written gets its vocabulary row (once: a label seen stays, its ends say whether an
--- edge still has it; deleting it could race a concurrent first use) and its ends counted, per
--- statement. Rows are written in key order, so that concurrent writers lock them alike.
+-- Each label written gets its vocabulary row in its lane (once: a label seen stays, its ends say
+-- whether an edge still has it; deleting it could race a concurrent first use) and its ends
+-- counted, per statement. Rows are written in key order, so that concurrent writers lock them alike.
 create function emem._count_label_ends() returns trigger
 language plpgsql
 security definer  -- edge_label_vocabulary and edge_label_ends are derived: only the owner writes them
@@ -82,11 +82,12 @@ begin
         where x.label = removed.label and x.edges <= 0;
     end if;
     if tg_op in ('INSERT', 'UPDATE') then
-        insert into emem.edge_label_vocabulary (label, label_terms, namespace_terms)
-        select distinct on (a.label) a.label, a.label_terms, a.namespace_terms
+        insert into emem.edge_label_vocabulary (label, lane_name, label_terms, namespace_terms)
+        select distinct on (a.label, lane_name) a.label, coalesce(a.from_lane_name, '') as lane_name,
+               a.label_terms, a.namespace_terms
         from added_labels as a
-        order by a.label
-        on conflict (label) do nothing;
+        order by a.label, lane_name
+        on conflict (label, lane_name) do nothing;
         insert into emem.edge_label_ends as x (label, record_id, edges)
         select a.label, ends.record_id, pg_catalog.count(*)
         from added_labels as a

@@ -154,9 +154,13 @@ from emem.edges as e
 where e.edge_id = l.edge_id;
 
 create table emem.edge_label_vocabulary (
-    label text primary key,
+    label text not null,
+    -- The lane of the edge's from end: a label new in one lane's open transaction never makes
+    -- another lane's writer of the same label wait.
+    lane_name text not null,
     label_terms text[] not null,
-    namespace_terms text[] not null
+    namespace_terms text[] not null,
+    primary key (label, lane_name)
 );
 create index edge_label_vocabulary_by_terms on emem.edge_label_vocabulary using gin (label_terms);
 create table emem.edge_label_ends (
@@ -165,8 +169,11 @@ create table emem.edge_label_ends (
     edges integer not null,
     primary key (label, record_id)
 );
-insert into emem.edge_label_vocabulary (label, label_terms, namespace_terms)
-select distinct on (l.label) l.label, l.label_terms, l.namespace_terms from emem.edge_labels as l order by l.label;
+insert into emem.edge_label_vocabulary (label, lane_name, label_terms, namespace_terms)
+select distinct on (l.label, lane_name) l.label, coalesce(l.from_lane_name, '') as lane_name,
+       l.label_terms, l.namespace_terms
+from emem.edge_labels as l
+order by l.label, lane_name;
 insert into emem.edge_label_ends (label, record_id, edges)
 select l.label, ends.record_id, pg_catalog.count(*)
 from emem.edge_labels as l
@@ -235,9 +242,9 @@ create trigger edges_refresh_labels
     on emem.edges
     for each row execute function emem._refresh_edge_labels();
 
--- Each label written gets its vocabulary row (once: a label seen stays, its ends say whether an
--- edge still has it; deleting it could race a concurrent first use) and its ends counted, per
--- statement. Rows are written in key order, so that concurrent writers lock them alike.
+-- Each label written gets its vocabulary row in its lane (once: a label seen stays, its ends say
+-- whether an edge still has it; deleting it could race a concurrent first use) and its ends
+-- counted, per statement. Rows are written in key order, so that concurrent writers lock them alike.
 create function emem._count_label_ends() returns trigger
 language plpgsql
 security definer  -- edge_label_vocabulary and edge_label_ends are derived: only the owner writes them
@@ -258,11 +265,12 @@ begin
         where x.label = removed.label and x.edges <= 0;
     end if;
     if tg_op in ('INSERT', 'UPDATE') then
-        insert into emem.edge_label_vocabulary (label, label_terms, namespace_terms)
-        select distinct on (a.label) a.label, a.label_terms, a.namespace_terms
+        insert into emem.edge_label_vocabulary (label, lane_name, label_terms, namespace_terms)
+        select distinct on (a.label, lane_name) a.label, coalesce(a.from_lane_name, '') as lane_name,
+               a.label_terms, a.namespace_terms
         from added_labels as a
-        order by a.label
-        on conflict (label) do nothing;
+        order by a.label, lane_name
+        on conflict (label, lane_name) do nothing;
         insert into emem.edge_label_ends as x (label, record_id, edges)
         select a.label, ends.record_id, pg_catalog.count(*)
         from added_labels as a

@@ -21,7 +21,8 @@ def label_ends_mismatch(conn: psycopg.Connection) -> list[tuple]:
         conn.execute(
             """select distinct l.label from emem.edge_labels as l
                where not exists (select from emem.edge_label_vocabulary as v
-                                 where v.label = l.label and v.label_terms = l.label_terms
+                                 where v.label = l.label and v.lane_name = coalesce(l.from_lane_name, '')
+                                   and v.label_terms = l.label_terms
                                    and v.namespace_terms = l.namespace_terms)"""
         ).fetchall()
     )

@@ -321,12 +321,17 @@ def test_one_lanes_open_transaction_never_stalls_another_lanes_tags(
     make_role: Callable[..., str],
     dsn: Callable[..., str],
 ) -> None:
-    neighbour = put(db, "other", [{"content": "neighbour note"}])[0]
+    """Tags and edge labels seen for the first time in one lane's open transaction: another lane
+    writes the same ones at once (the derived counts and vocabularies are kept per lane)."""
+    neighbour = put(db, "other", [{"content": "neighbour note"}, {"content": "neighbour reply"}])
+    own = lanes["own"]
     with psycopg.connect(dsn(make_role("neighbour", "neighbour"))) as other:  # a transaction left open
-        other.execute("select emem.tag_record(%s, array['invoice', 'brand new tag'])", (neighbour,))
+        other.execute("select emem.tag_record(%s, array['invoice', 'brand new tag'])", (neighbour[0],))
+        other.execute("select emem.link_records(%s, %s, 'brand_new_link', '{}')", tuple(neighbour))
         agent.execute("set lock_timeout = '1s'")
         started = time.monotonic()
-        agent.execute("select emem.tag_record(%s, array['invoice', 'brand new tag'])", (lanes["own"][1],))
+        agent.execute("select emem.tag_record(%s, array['invoice', 'brand new tag'])", (own[1],))
+        agent.execute("select emem.link_records(%s, %s, 'brand_new_link', '{}')", (own[0], own[1]))
         assert time.monotonic() - started < 1
         agent.execute("select emem.put_record('note', 'more', 'own', array['brand new tag'])")
         other.rollback()

@@ -244,12 +244,17 @@ create table emem.edge_labels (
 create index edge_labels_by_terms on emem.edge_labels using gin (label_terms);
 create index edge_labels_by_lane_terms on emem.edge_labels using gin (lane_terms);
 
--- Every label once, with its terms: the labels a question matches are found here, not among the
--- label rows of every edge (a relation on 100,000 edges is one row). Kept by edge_labels' triggers.
+-- Every label once per lane, with its terms: the labels a question matches are found here, not
+-- among the label rows of every edge (a relation on 100,000 edges is a row per lane). Kept by
+-- edge_labels' triggers.
 create table emem.edge_label_vocabulary (
-    label text primary key,
+    label text not null,
+    -- The lane of the edge's from end: a label new in one lane's open transaction never makes
+    -- another lane's writer of the same label wait.
+    lane_name text not null,
     label_terms text[] not null,
-    namespace_terms text[] not null
+    namespace_terms text[] not null,
+    primary key (label, lane_name)
 );
 create index edge_label_vocabulary_by_terms on emem.edge_label_vocabulary using gin (label_terms);
 
@@ -422,9 +427,9 @@ create trigger edges_refresh_labels
     on emem.edges
     for each row execute function emem._refresh_edge_labels();
 
--- Each label written gets its vocabulary row (once: a label seen stays, its ends say whether an
--- edge still has it; deleting it could race a concurrent first use) and its ends counted, per
--- statement. Rows are written in key order, so that concurrent writers lock them alike.
+-- Each label written gets its vocabulary row in its lane (once: a label seen stays, its ends say
+-- whether an edge still has it; deleting it could race a concurrent first use) and its ends
+-- counted, per statement. Rows are written in key order, so that concurrent writers lock them alike.
 create function emem._count_label_ends() returns trigger
 language plpgsql
 security definer  -- edge_label_vocabulary and edge_label_ends are derived: only the owner writes them
@@ -445,11 +450,12 @@ begin
         where x.label = removed.label and x.edges <= 0;
     end if;
     if tg_op in ('INSERT', 'UPDATE') then
-        insert into emem.edge_label_vocabulary (label, label_terms, namespace_terms)
-        select distinct on (a.label) a.label, a.label_terms, a.namespace_terms
+        insert into emem.edge_label_vocabulary (label, lane_name, label_terms, namespace_terms)
+        select distinct on (a.label, lane_name) a.label, coalesce(a.from_lane_name, '') as lane_name,
+               a.label_terms, a.namespace_terms
         from added_labels as a
-        order by a.label
-        on conflict (label) do nothing;
+        order by a.label, lane_name
+        on conflict (label, lane_name) do nothing;
         insert into emem.edge_label_ends as x (label, record_id, edges)
         select a.label, ends.record_id, pg_catalog.count(*)
         from added_labels as a

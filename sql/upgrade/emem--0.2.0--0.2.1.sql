@@ -154,9 +154,13 @@ from emem.edges as e
 where e.edge_id = l.edge_id;
 
 create table emem.edge_label_vocabulary (
-    label text primary key,
+    label text not null,
+    -- The lane of the edge's from end: a label new in one lane's open transaction never makes
+    -- another lane's writer of the same label wait.
+    lane_name text not null,
     label_terms text[] not null,
-    namespace_terms text[] not null
+    namespace_terms text[] not null,
+    primary key (label, lane_name)
 );
 create index edge_label_vocabulary_by_terms on emem.edge_label_vocabulary using gin (label_terms);
 create table emem.edge_label_ends (
@@ -165,8 +169,11 @@ create table emem.edge_label_ends (
     edges integer not null,
     primary key (label, record_id)
 );
-insert into emem.edge_label_vocabulary (label, label_terms, namespace_terms)
-select distinct on (l.label) l.label, l.label_terms, l.namespace_terms from emem.edge_labels as l order by l.label;
+insert into emem.edge_label_vocabulary (label, lane_name, label_terms, namespace_terms)
+select distinct on (l.label, lane_name) l.label, coalesce(l.from_lane_name, '') as lane_name,
+       l.label_terms, l.namespace_terms
+from emem.edge_labels as l
+order by l.label, lane_name;
 insert into emem.edge_label_ends (label, record_id, edges)
 select l.label, ends.record_id, pg_catalog.count(*)
 from emem.edge_labels as l

@@ -67,7 +67,7 @@ def edge_match_by_label(reader: Reader, terms: list[str], namespaced: bool) -> E
     """The matched labels from the label vocabulary; each term's ends counted up to probed_limit + 1
     from edge_label_ends (a term whose labels end no record any more is not matched)."""
     rows = reader.execute(
-        f"""select v.label, v.label_terms from emem.edge_label_vocabulary as v
+        f"""select distinct v.label, v.label_terms from emem.edge_label_vocabulary as v
             where {fragments.labels_within("v.label_terms", "$1", "v.namespace_terms" if namespaced else None)}""",
         ["text[]"],
         [terms],
