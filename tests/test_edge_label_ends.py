@@ -93,3 +93,54 @@ def test_agents_cannot_read_the_derived_tables(
             db.execute(f"select * from emem.{table}")
     finally:
         db.execute("reset role")
+
+
+def read_lazily(conn: psycopg.Connection) -> None:
+    """This backend reads any edge term ending more than 2 records as broad (counted, walked, probed)."""
+    conn.execute("select emem.analyse_question('warm')")
+    conn.execute(
+        "do $$ import dataclasses; state = GD['emem_db']; state.tuning = dataclasses.replace(state.tuning,"
+        " exact_candidates=2, filtered_scan_cost_ratio=1e-9, degraded_probe_cost_ratio=1e-9) $$ language plpython3u"
+    )
+
+
+@pytest.mark.parametrize("profile", ["record_vectors, tags, window_vectors, fulltext", "tags_by_terms, fulltext"])
+def test_the_ends_table_and_the_lanes_labels_find_the_same_edges(
+    db: psycopg.Connection,
+    linked: list[int],
+    make_role: Callable[..., str],
+    dsn: Callable[..., str],
+    profile: str,
+) -> None:
+    """Under the seed's rule a question's edges come from the label vocabulary and edge_label_ends,
+    within lanes from the lanes' labels: an agent reading every lane under strict isolation gets
+    the owner's pages and totals, read lazily or whole, including a term several labels hold."""
+    ids = linked
+    link(db, ids[4], ids[5], "checked", '{"kind": "audit", "team": "North Wind"}')
+    db.execute("select emem.create_agent_profile('everything', array['a', 'b'])")
+    db.execute("select emem.set_agent_setting('everything', 'emem.lane_isolation', 'strict')")
+    db.execute("select emem.set_agent_setting('everything', 'emem.pipeline_profile', %s)", (profile,))
+    questions = ["what was audited?", "who audited it for north wind in 2024?", "paid INV-7 audit reviewed"]
+    with (
+        psycopg.connect(dsn(), autocommit=True) as agent,
+        psycopg.connect(dsn(), autocommit=True) as owner,
+        psycopg.connect(dsn(), autocommit=True) as whole,
+    ):
+        owner.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
+        whole.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
+        read_lazily(owner)
+        read_lazily(agent)
+        agent.execute(f"set role {make_role('agent', 'everything')}")  # tuned by the owner, then the agent
+        for question in questions:
+            pages = {
+                name: [
+                    conn.execute("select emem.e_gather_find_envelope(%s, null, %s, 2)", (question, page)).fetchone()[0]
+                    for page in (1, 2, 3)
+                ]
+                for name, conn in (("owner", owner), ("agent", agent), ("whole", whole))
+            }
+            rows = {name: [[r["record_id"] for r in p["rows"]] for p in found] for name, found in pages.items()}
+            assert rows["owner"] == rows["agent"] == rows["whole"], question
+            assert any(rows["owner"]), question
+            totals = {name: found[0]["total_candidates"] for name, found in pages.items()}
+            assert totals["owner"] == totals["agent"] == totals["whole"], question
