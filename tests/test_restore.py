@@ -191,12 +191,6 @@ def test_parallel_restore_gives_equal_rows_indexes_and_answers(
         for table, rows in before["rows"].items():
             assert after["rows"][table] == rows, f"table {table} differs after pg_restore -j {jobs}"
         assert after["indexes"] == before["indexes"]
-        import sys
-
-        sys.path.insert(0, "/tmp")
-        import dbg_restore
-
-        dbg_restore.diff(before["answers"], after["answers"])
         assert after["answers"] == before["answers"]
         hnsw = [name for name, definition in after["indexes"] if " USING hnsw " in definition]
         assert len(hnsw) == 4  # record and window vectors of each of the two spaces
