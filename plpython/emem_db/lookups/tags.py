@@ -150,16 +150,17 @@ def scored_tags(
     holding one of those tags or given (a tiered list's exact part), each scored by all it
     matches, probed from the record through the indexes."""
     lanes = fragments.in_lanes("rt.lane_name", reader.lanes_sql)
-    # A tag's words come from its lane's vocabulary row (one per lane and tag).
+    # A tag's words come from its lane's vocabulary row (one per lane and tag): the matched tags'
+    # few rows, hashed, as records and far ends are probed by (record, tag).
     if within is None:
         records = f"""
             edge_ends (record_id, terms, far_end) as (
                 {fragments.matched_edge_ends("$2", reader.lanes_sql, namespaced=match.edges.namespaced)}
             ), tagged (record_id, terms, rarity) as (
-                select rt.record_id, v.tag_terms, tc.rarity
+                select rt.record_id, mt.terms, tc.rarity
                 from tag_rarity as tc
-                join emem.tag_vocabulary as v on v.tag operator(pg_catalog.=) tc.tag
-                join emem.record_tags as rt on rt.tag = v.tag and rt.lane_name = v.lane_name
+                join emem.record_tags as rt on rt.tag operator(pg_catalog.=) tc.tag
+                join matched_tags as mt on mt.tag = rt.tag and mt.lane_name = rt.lane_name
                 where true{lanes}
             )"""
         narrow_endpoints: list[int] = []
@@ -177,24 +178,27 @@ def scored_tags(
                 join emem.edge_labels as el on el.edge_id = e.edge_id
                 where {fragments.edge_labels_within("$2", match.edges.namespaced, reader.lanes_sql)}
             ), tagged (record_id, terms, rarity) as (
-                select n.record_id, v.tag_terms, tc.rarity
+                select n.record_id, mt.terms, tc.rarity
                 from narrow as n
                 cross join lateral (select rt.tag, rt.lane_name from emem.record_tags as rt
                                     where rt.record_id = n.record_id and rt.tag operator(pg_catalog.=) any ($1){lanes}
                                     offset 0) as rt
-                join emem.tag_vocabulary as v on v.tag = rt.tag and v.lane_name = rt.lane_name
-                join tag_rarity as tc on tc.tag operator(pg_catalog.=) v.tag
+                join matched_tags as mt on mt.tag = rt.tag and mt.lane_name = rt.lane_name
+                join tag_rarity as tc on tc.tag operator(pg_catalog.=) mt.tag
             )"""
         narrow_tags, narrow_endpoints = within
     sql = f"""
         with tag_rarity (tag, rarity) as (
             select * from rows from (pg_catalog.unnest($1::text[]), pg_catalog.unnest($4::float8[]))
+        ), matched_tags (tag, lane_name, terms) as (
+            select v.tag, v.lane_name, v.tag_terms from emem.tag_vocabulary as v
+            where v.tag operator(pg_catalog.=) any ($1)
         ), {records.strip()}, far_ends (record_id, terms) as (
-            select n.record_id, v.tag_terms
+            select n.record_id, mt.terms
             from edge_ends as n
-            join emem.record_tags as rt on rt.record_id = n.far_end
-            join emem.tag_vocabulary as v on v.tag = rt.tag and v.lane_name = rt.lane_name
-            where v.tag operator(pg_catalog.=) any ($1){lanes}
+            join emem.record_tags as rt on rt.record_id = n.far_end and rt.tag operator(pg_catalog.=) any ($1)
+            join matched_tags as mt on mt.tag = rt.tag and mt.lane_name = rt.lane_name
+            where true{lanes}
         ), matched (record_id, terms, through_edge, rarity) as (
             select record_id, terms, false, rarity from tagged
             union all
