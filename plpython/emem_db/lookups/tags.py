@@ -3,11 +3,10 @@ edge relation names and property values; candidates are the tagged records and b
 matched edge.
 
 A tag's size is its count in the vocabulary; edges are matched per question term (lookups.edges).
-A list ordered by
-its matched terms reads broad tags and broad edge terms in tiers when they meet no one else: what
-an edge gives its ends depends on the tags at its other end, so a broad edge term is a tier only
-when no matched tag is broad (the few ends whose far end holds a narrow tag are scored whole), and
-with a broad tag the list is read whole."""
+A list ordered by its matched terms reads broad tags and broad edge terms in tiers: what an edge
+gives its ends depends on the tags at its other end, so a broad edge term is a tier only when no
+matched tag is broad (the few ends whose far end holds a narrow tag are scored whole); with a
+broad tag as well the list is read whole."""
 
 from dataclasses import dataclass
 
