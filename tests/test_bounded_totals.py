@@ -23,6 +23,8 @@ QUESTIONS = {
     "mixed": "common Q3 audited rare INV-7",
     # a narrow tag and a broad edge term: the rare records' 'audited' edges give their far ends 'rare'
     "linked": "which rare ones were audited?",
+    # two broad tags and a broad edge term: a 'paid' edge gives an end its far end's broad tags
+    "far tags": "common ledger paid",
 }
 
 
@@ -67,7 +69,25 @@ def corpus(db: psycopg.Connection) -> psycopg.Connection:
     link(db, other, 90)
     for pair in ([rare[0], own[45]], [rare[1], own[2]], [rare[2], other[0]]):
         link(db, pair, 1)
+    pay_ledgers(db, own, other)
     return db
+
+
+def pay_ledgers(db: psycopg.Connection, own: list[int], other: list[int]) -> None:
+    """Twelve records tagged `ledger` (and one in lane `other`) and six untagged receipts, joined
+    by 'paid' edges to records tagged `common`, `ledger` or nothing, within a lane and across."""
+    ledgers = put(db, "own", [{"content": f"ledger entry {i}", "tags": ["ledger"]} for i in range(12)])
+    receipts = put(db, "own", [{"content": f"receipt {i}"} for i in range(6)])
+    (far_ledger,) = put(db, "other", [{"content": "ledger entry abroad", "tags": ["ledger"]}])
+    pairs = [(ledgers[i], own[i]) for i in range(6)]  # to a common record
+    pairs += [(ledgers[6], ledgers[7]), (ledgers[8], ledgers[9])]  # ledger to ledger
+    pairs += [(ledgers[10], receipts[0]), (ledgers[11], receipts[1]), (own[10], receipts[2])]  # to nothing
+    pairs += [(own[11], ledgers[3]), (receipts[3], receipts[4]), (other[5], ledgers[4]), (far_ledger, other[6])]
+    db.execute(
+        """insert into emem.edges (from_record_id, to_record_id, relation)
+           select a, b, 'paid' from unnest(%s::bigint[], %s::bigint[]) as p (a, b)""",
+        ([a for a, _ in pairs], [b for _, b in pairs]),
+    )
 
 
 @pytest.fixture
@@ -155,11 +175,13 @@ def test_the_default_bound_is_10000_and_0_means_always_exact(corpus: psycopg.Con
 def test_seed_rule_counts_every_lane_and_strict_isolation_only_the_readable(
     corpus: psycopg.Connection, agents: dict[str, psycopg.Connection], vector: str | None
 ) -> None:
-    """The agents read lane `own` (60 records tagged common, 65 in all); lane `other` holds 150 more."""
+    """The agents read lane `own` (60 records tagged common among its records); lane `other` holds
+    150 more."""
     question = QUESTIONS["tag"]
     seed_total = exact_totals(agents["seed"], corpus, question, vector)
     strict_total = exact_totals(agents["strict"], corpus, question, vector)
-    assert seed_total >= OWN + OTHER and OWN <= strict_total <= OWN + 5
+    (readable,) = corpus.execute("select count(*) from emem.records where lane_name = 'own'").fetchone()
+    assert seed_total >= OWN + OTHER and OWN <= strict_total <= readable < OWN + OTHER
     readings = {isolation: pages(conn, question, vector) for isolation, conn in agents.items()}
     for bound in (50, 100, 250):
         set_bound(corpus, bound)
@@ -224,14 +246,14 @@ def test_a_lower_bound_is_the_largest_size_known_exactly(corpus: psycopg.Connect
     assert not found["totals_exact"] and found["total_candidates"] == OWN + OTHER
 
 
-def narrow_everything(conn: psycopg.Connection) -> None:
+def narrow_everything(conn: psycopg.Connection, max_broad_parts: int = 5) -> None:
     """This backend reads any match of more than 5 records lazily (the broad path, which small
-    corpora never take)."""
+    corpora never take), in tiers of at most `max_broad_parts` broad parts."""
     conn.execute("select emem.analyse_question('warm')")
     conn.execute(
         "do $$ import dataclasses; state = GD['emem_db']; state.tuning = dataclasses.replace(state.tuning,"
-        " exact_candidates=5, filtered_scan_cost_ratio=1e-9, degraded_probe_cost_ratio=1e-9)"
-        " $$ language plpython3u"
+        " exact_candidates=5, filtered_scan_cost_ratio=1e-9, degraded_probe_cost_ratio=1e-9,"
+        f" max_broad_parts={max_broad_parts:d}) $$ language plpython3u"
     )
 
 
@@ -279,6 +301,27 @@ def test_broad_reading_gives_the_pages_and_honest_totals_of_the_exact_reading(
             for value in (20, 100):
                 bound(value)
                 assert_bounded(envelope(lazy, question, vector), total, value)
+
+
+@pytest.mark.parametrize("vector", [VECTOR, None], ids=["vector", "degraded"])
+def test_too_many_broad_parts_read_the_smallest_broad_tag_whole(
+    corpus: psycopg.Connection, dsn: Callable[..., str], vector: str | None
+) -> None:
+    """Two broad tags and a broad edge term make five broad parts (each tag, the edge term, the ends
+    of edges to each tag). With at most three, `ledger` is scored whole and `common` still read in
+    tiers (its candidates counted only up to the bound): the pages of the whole reading."""
+    question = QUESTIONS["far tags"]
+    corpus.execute("select set_config('emem.pipeline_profile', 'tags_by_terms, fulltext_by_rarity', false)")
+    with psycopg.connect(dsn(), autocommit=True) as lazy, psycopg.connect(dsn(), autocommit=True) as whole:
+        narrow_everything(lazy, max_broad_parts=3)
+        for conn in (lazy, whole):
+            conn.execute("select set_config('emem.pipeline_profile', 'tags_by_terms, fulltext_by_rarity', false)")
+            conn.execute("select set_config('emem.exact_totals_up_to', '20', false)")
+        for page in (1, 2, 3):
+            expected = [row["record_id"] for row in envelope(whole, question, vector, page, 25)["rows"]]
+            assert [row["record_id"] for row in envelope(lazy, question, vector, page, 25)["rows"]] == expected
+        explained = lazy.execute("select emem.e_gather_explain(%s, %s::vector)", (question, vector)).fetchone()[0]
+        assert not explained["lookups"]["tags_by_terms"]["candidates_exact"]
 
 
 @pytest.mark.parametrize("value", ["-1", "ten", "1.5", "2147483648"])

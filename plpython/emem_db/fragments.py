@@ -89,6 +89,14 @@ def ends_matched_edge(
                              {PROBE})"""
 
 
+def ends_edge_to_tag(record_id: str, terms: str, tags: str, lanes: str | None = None, namespaced: bool = False) -> str:
+    """A matched edge ends at this record and its other end carries one of these tags, probed
+    through the edges' and the tags' indexes."""
+    return f"""exists (select from {edges_at(record_id)} as e join emem.edge_labels as el on el.edge_id = e.edge_id
+                       where {edge_labels_within(terms, namespaced, lanes)} and {holds_tag("e.far_end", tags, lanes)}
+                             {PROBE})"""
+
+
 # Predicates over one record are probes: `offset 0` keeps the planner from turning them into a
 # join that gathers the whole match (what a walk of a few records in record-id order must avoid).
 PROBE = " offset 0"

@@ -3,9 +3,9 @@ record id), whose broad tags or terms are not read whole.
 
 The records holding a narrow tag or term (or an edge) come fetched with their scores (a
 ScoredList). A record holding only broad ones scores what its combination of them gives, so each
-combination is a tier, read like a broad list as far as the merge reaches. The list walks the
-scores from the highest, merging the fetched records and the tiers of each score by distance. Its
-size, members and totals are those of the whole match.
+combination is a tier (unless no record can hold it: its score is None), read like a broad list as
+far as the merge reaches. The list walks the scores from the highest, merging the fetched records
+and the tiers of each score by distance. Its size, members and totals are those of the whole match.
 """
 
 import heapq
@@ -127,14 +127,15 @@ class TieredList(CandidateList):
         whole: Match,
         scored: ScoredList,
         broad: list[Part],
-        score: Callable[[tuple[Part, ...]], float],
+        score: Callable[[tuple[Part, ...]], float | None],
         narrow: Narrow | None,
     ) -> None:
         self.whole = BroadList(reader, whole)
+        held = [parts for count in range(1, len(broad) + 1) for parts in itertools.combinations(broad, count)]
         tiers = [
-            (score_level(score(parts)), BroadList(reader, tier_match(reader, parts, broad, narrow)))
-            for count in range(1, len(broad) + 1)
-            for parts in itertools.combinations(broad, count)
+            (score_level(scored), BroadList(reader, tier_match(reader, parts, broad, narrow)))
+            for parts, scored in zip(held, map(score, held), strict=True)
+            if scored is not None
         ]
         self.stream = self.in_order(scored, tiers)
         self.loaded: list[Candidate] = []

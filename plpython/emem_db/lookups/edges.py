@@ -14,6 +14,7 @@ edges probed.
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 from emem_db import fragments
 from emem_db.fragments import quoted_array
@@ -281,17 +282,16 @@ def linked_ends(reader: Reader, tags: list[str], terms: list[str], namespaced: b
     return [row["far_end"] for row in rows]
 
 
-def edge_part(reader: Reader, edges: EdgeMatch, terms: list[str], index: int) -> Part:
+def edge_part(reader: Reader, edges: EdgeMatch, terms: list[str], index: int, score_key: Any) -> Part:
     """The broad edge term `edges.broad_terms[index]`: the ends of the matched edges whose label
-    holds it. Its score key is (the term, EDGE_BONUS): every matched label of such an end is made
-    of broad terms (a narrow one's ends are read whole), so the parts it holds give its label
-    terms. Every lane: from edge_label_ends, in record-id order; within lanes: probed through the
-    edges' indexes, a walk in record-id order walking the records."""
+    holds it. Every matched label of such an end is made of broad terms (a narrow one's ends are
+    read whole), so the parts it holds give its label terms. Every lane: from edge_label_ends, in
+    record-id order; within lanes: probed through the edges' indexes, a walk in record-id order
+    walking the records."""
     term, size = edges.broad_terms[index], Size(edges.broad_sizes[index].lower)
-    key = (frozenset([term]), EDGE_BONUS)
     if edges.broad_labels is not None:
         labels = edges.broad_labels[index]
-        return Part(ends_label(reader, labels), label_ends_sql(reader, labels), size, key)
+        return Part(ends_label(reader, labels), label_ends_sql(reader, labels), size, score_key)
     terms_sql, holding = quoted_array(reader.plpy, terms, "text"), quoted_array(reader.plpy, [term], "text")
     lanes = reader.lanes_sql
 
@@ -303,6 +303,23 @@ def edge_part(reader: Reader, edges: EdgeMatch, terms: list[str], index: int) ->
         holds,
         f"select distinct ends.endpoint from ({ends}) as ends (endpoint, terms, far_end)",
         size,
-        key,
+        score_key,
         ids_in_order_sql=f"select r.record_id from emem.records as r where {holds('r.record_id')}",
+    )
+
+
+def far_tag_part(reader: Reader, edges: EdgeMatch, terms: list[str], tag: str, score_key: Any) -> Part:
+    """The ends of matched edges whose other end carries a broad tag: such an end scores the tag's
+    terms through the edge. Each of them also ends a broad edge term's edge (a narrow term's ends,
+    and the far ends of a narrowly tagged record, are read whole), so the part is only probed: its
+    size is unknown, and a tier walks one of its edge parts instead."""
+    plpy, lanes = reader.plpy, reader.lanes_sql
+    terms_sql, tag_sql = quoted_array(plpy, terms, "text"), quoted_array(plpy, [tag], "text")
+    ends = fragments.matched_edge_ends(terms_sql, lanes, namespaced=edges.namespaced)
+    return Part(
+        lambda record_id: fragments.ends_edge_to_tag(record_id, terms_sql, tag_sql, lanes, edges.namespaced),
+        f"""select distinct ends.endpoint from ({ends}) as ends (endpoint, terms, far_end)
+            where {fragments.holds_tag("ends.far_end", tag_sql, lanes)}""",
+        Size(0),
+        score_key,
     )

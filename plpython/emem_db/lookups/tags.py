@@ -3,10 +3,11 @@ edge relation names and property values; candidates are the tagged records and b
 matched edge.
 
 A tag's size is its count in the vocabulary; edges are matched per question term (lookups.edges).
-A list ordered by its matched terms reads broad tags and broad edge terms in tiers: what an edge
-gives its ends depends on the tags at its other end, so a broad edge term is a tier only when no
-matched tag is broad (the few ends whose far end holds a narrow tag are scored whole); with a
-broad tag as well the list is read whole."""
+A list ordered by its matched terms reads broad tags and broad edge terms in tiers. What an edge
+gives its ends depends on the tags at its other end: the ends whose far end holds a narrow tag are
+scored whole with that tag's records, and those whose far end holds a broad tag are a part of
+their own (far_tag_part), so that every record outside the scored part holds a combination of
+broad parts that decides its score."""
 
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from emem_db.lookups.edges import (
     edge_match,
     edge_part,
     ends_matched_edge,
+    far_tag_part,
     linked_ends,
 )
 from emem_db.reader import Reader
@@ -51,9 +53,6 @@ class TagMatch:
     def broad_tags(self, exact_limit: int) -> list[str]:
         return [tag for tag, count in zip(self.tags, self.counts, strict=True) if count > exact_limit]
 
-    def narrow_tags(self, exact_limit: int) -> list[str]:
-        return [tag for tag, count in zip(self.tags, self.counts, strict=True) if count <= exact_limit]
-
 
 def tags(reader: Reader) -> CandidateList:
     """Seed order: by distance (degraded: by matched terms, edges, then the rarest tag matched)."""
@@ -77,15 +76,20 @@ def tag_candidates(reader: Reader, by_terms: bool) -> CandidateList:
     whole = whole_match(reader, match, terms)
     if not (reader.degraded or by_terms) or (len(match.tags) == 1 and not match.edges.found):
         return BroadList(reader, whole)  # by distance, or one tag that every candidate matched: nothing to score
-    broad = match.broad_tags(reader.exact_limit)
     edges = match.edges
-    if broad and edges.broad_terms:
-        return exact_tags(reader, match, terms, by_terms)  # a broad edge's far end may hold a broad tag
-    parts = [tag_part(reader, tag, count) for tag, count in zip(match.tags, match.counts, strict=True) if tag in broad]
-    parts += [edge_part(reader, edges, terms, index) for index in range(len(edges.broad_terms))]
+    broad = tiered_tags(reader, match)
+    broad_counts = [(tag, count) for tag, count in zip(match.tags, match.counts, strict=True) if tag in broad]
+    # Edge parts come before the far-tag parts, which a tier never walks (see far_tag_part).
+    parts = [tag_part(reader, tag, count) for tag, count in broad_counts]
+    parts += [
+        edge_part(reader, edges, terms, index, Gain(frozenset([term]), through_edge=True))
+        for index, term in enumerate(edges.broad_terms)
+    ]
+    if edges.broad_terms:
+        parts += [far_tag_part(reader, edges, terms, tag, Gain(tag_terms(reader, tag), far_tag=True)) for tag in broad]
     if not parts or len(parts) > reader.tuning.max_broad_parts:
         return exact_tags(reader, match, terms, by_terms)
-    narrow = match.narrow_tags(reader.exact_limit)
+    narrow = [tag for tag in match.tags if tag not in broad]
     # Records that end a broad edge whose far end holds a narrow tag also score that tag's terms.
     linked = linked_ends(reader, narrow, terms, edges.namespaced) if edges.broad_terms and narrow else []
     endpoints = sorted(set(edges.narrow_endpoints).union(linked))
@@ -99,12 +103,39 @@ def tag_candidates(reader: Reader, by_terms: bool) -> CandidateList:
     )
 
 
-def tier_score(held: tuple[Part, ...]) -> float:
-    """What a record holding these broad tags or broad edge terms (and nothing narrow) scores, as
-    scored_tags counts it: the distinct terms, and the rarest tag's share (edges: EDGE_BONUS; a
-    tier never holds both)."""
-    terms: frozenset[str] = frozenset().union(*(part.score_key[0] for part in held))
-    return len(terms) + max(part.score_key[1] for part in held)
+def tiered_tags(reader: Reader, match: TagMatch) -> list[str]:
+    """The broad tags a scored list reads in tiers: with a broad edge term each brings two parts
+    (its records, and the ends of edges to them); while they are more than Tuning.max_broad_parts,
+    the smallest is read whole with the narrow tags instead (never more than the whole match)."""
+    broad = match.broad_tags(reader.exact_limit)  # largest first
+    edge_terms = len(match.edges.broad_terms)
+    while broad and len(broad) * (2 if edge_terms else 1) + edge_terms > reader.tuning.max_broad_parts:
+        broad.pop()
+    return broad
+
+
+@dataclass(frozen=True)
+class Gain:
+    """What holding a broad part adds to a record's score, as scored_tags counts it: the part's
+    terms, a tag's rarity (degraded), whether it comes through a matched edge (EDGE_BONUS), and
+    whether it is a far end's tag (held only with an edge part, which gives the bonus)."""
+
+    terms: frozenset[str]
+    rarity: float = 0.0
+    through_edge: bool = False
+    far_tag: bool = False
+
+
+def tier_score(held: tuple[Part, ...]) -> float | None:
+    """What a record holding these broad parts (and nothing narrow) scores: the distinct terms,
+    EDGE_BONUS if an edge reaches it, and the rarest of its own tags' share (None: no record holds a
+    far end's tag without an edge)."""
+    gains: list[Gain] = [part.score_key for part in held]
+    through_edge = any(gain.through_edge for gain in gains)
+    if any(gain.far_tag for gain in gains) and not through_edge:
+        return None
+    terms: frozenset[str] = frozenset().union(*(gain.terms for gain in gains))
+    return len(terms) + (EDGE_BONUS if through_edge else 0.0) + max(gain.rarity for gain in gains)
 
 
 def tag_match(reader: Reader, terms: list[str], namespaced: bool) -> TagMatch:
@@ -309,14 +340,18 @@ def narrow_predicate(reader: Reader, narrow: list[str], endpoints: list[int]) ->
 
 
 def tag_part(reader: Reader, tag: str, count: int) -> Part:
-    """A broad tag: its score key is (its terms, its rarity)."""
+    """A broad tag: it gives its terms and its rarity."""
     quoted, lanes = quoted_array(reader.plpy, [tag], "text"), reader.lanes_sql
     return Part(
         lambda record_id: fragments.holds_tag(record_id, quoted, lanes),
         fragments.tagged_with(reader.plpy.quote_literal(tag), lanes),
         Size.exactly(count),
-        (frozenset(reader.state.analyser.label_terms(tag)), rarity(reader, count)),
+        Gain(tag_terms(reader, tag), rarity(reader, count)),
     )
+
+
+def tag_terms(reader: Reader, tag: str) -> frozenset[str]:
+    return frozenset(reader.state.analyser.label_terms(tag))
 
 
 def visible_members(reader: Reader, record_ids: list[int], lanes: list[str], namespaced: bool) -> set[int]:
