@@ -2172,12 +2172,16 @@ comment on function emem.defer_embeddings(bigint[], text, double precision) is
 -- run as the extension's owner (SECURITY DEFINER) and act for the session's role
 -- (emem._acting_role()): its agent profile, never a claim, decides which rows it gets.
 
+-- Without JIT: the lookups' statements are prepared once per backend, and a generic plan whose
+-- estimate passes jit_above_cost compiled its expressions on every call (about 40 ms at 1M records
+-- for a statement that read nothing), more than any of them runs.
 create function emem._gather(
     question text, question_vector public.vector, page integer, page_size integer, explain boolean,
     model_name text, model_fingerprint text
 ) returns jsonb
 language plpython3u volatile
 set search_path = pg_catalog, pg_temp
+set jit = off
 as $$
 from emem_db.entry import backend
 from emem_db.find import Declaration, Gather, envelope_json

@@ -180,8 +180,17 @@ def scored_tags(
     holding one of those tags or given (a tiered list's exact part), each scored by all it
     matches, probed from the record through the indexes."""
     lanes = fragments.in_lanes("rt.lane_name", reader.lanes_sql)
+
+    def matched_tags_of(record_id: str) -> str:
+        """The record's matched tags, probed by (record, tag) (a lateral subquery)."""
+        return f"""(select rt.tag, rt.lane_name from emem.record_tags as rt
+                    where rt.record_id = {record_id} and rt.tag operator(pg_catalog.=) any ($1){lanes}
+                    offset 0)"""
+
     # A tag's words come from its lane's vocabulary row (one per lane and tag): the matched tags'
-    # few rows, hashed, as records and far ends are probed by (record, tag).
+    # few rows, hashed. The whole match joins its far ends to the tags; a tiered list's exact part
+    # probes each far end (its few ends could seem many to the planner, which would then read every
+    # matched tag).
     if within is None:
         records = f"""
             edge_ends (record_id, terms, far_end) as (
@@ -193,6 +202,8 @@ def scored_tags(
                 join matched_tags as mt on mt.tag = rt.tag and mt.lane_name = rt.lane_name
                 where true{lanes}
             )"""
+        far_end_tags = f"""join emem.record_tags as rt on rt.record_id = n.far_end
+                               and rt.tag operator(pg_catalog.=) any ($1){lanes}"""
         narrow_endpoints: list[int] = []
         narrow_tags: list[str] = []
     else:
@@ -210,12 +221,11 @@ def scored_tags(
             ), tagged (record_id, terms, rarity) as (
                 select n.record_id, mt.terms, tc.rarity
                 from narrow as n
-                cross join lateral (select rt.tag, rt.lane_name from emem.record_tags as rt
-                                    where rt.record_id = n.record_id and rt.tag operator(pg_catalog.=) any ($1){lanes}
-                                    offset 0) as rt
+                cross join lateral {matched_tags_of("n.record_id")} as rt
                 join matched_tags as mt on mt.tag = rt.tag and mt.lane_name = rt.lane_name
                 join tag_rarity as tc on tc.tag operator(pg_catalog.=) mt.tag
             )"""
+        far_end_tags = f"cross join lateral {matched_tags_of('n.far_end')} as rt"
         narrow_tags, narrow_endpoints = within
     sql = f"""
         with tag_rarity (tag, rarity) as (
@@ -226,9 +236,8 @@ def scored_tags(
         ), {records.strip()}, far_ends (record_id, terms) as (
             select n.record_id, mt.terms
             from edge_ends as n
-            join emem.record_tags as rt on rt.record_id = n.far_end and rt.tag operator(pg_catalog.=) any ($1)
+            {far_end_tags}
             join matched_tags as mt on mt.tag = rt.tag and mt.lane_name = rt.lane_name
-            where true{lanes}
         ), matched (record_id, terms, through_edge, rarity) as (
             select record_id, terms, false, rarity from tagged
             union all
