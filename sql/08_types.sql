@@ -16,3 +16,9 @@ set search_path = pg_catalog, pg_temp
 as $$ select kind operator(pg_catalog.=) any (array['conversation', 'file']::emem.record_kind[]) $$;
 comment on function emem._has_thread(emem.record_kind) is
   'Whether records of this kind belong to a thread (conversation, file).';
+
+-- A run of thread positions in a lane: what a window is made from, and what the embedding queue
+-- holds for a window.
+create type emem._window_run as (
+    lane_name text, thread_kind emem.record_kind, thread_id text, first_position integer, last_position integer);
+comment on type emem._window_run is 'A run of consecutive positions of one thread (conversation or file) in a lane.';

@@ -1,9 +1,17 @@
--- The EPG: lanes, agent profiles, embedding spaces, records, tags, edges, vectors and windows.
--- Tables that hold user rows are registered with pg_extension_config_dump (end of file), so
--- pg_dump keeps their data. There are no foreign keys between them: pg_restore -j loads their
--- data in parallel, in any order, where a foreign key would refuse a row whose parent is not
--- loaded yet. Only the write API writes them (agents may not write tables directly); it checks
--- what a foreign key would, and triggers (20_maintenance.sql) delete what hangs on a deleted row.
+-- The emem property graph: lanes, agent profiles, embedding spaces, records, tags, edges with
+-- properties, vectors and windows.
+--
+-- No triggers and no foreign keys: the write API (40_writes.sql, 45_embeddings.sql) writes every
+-- row, derived ones included (tag vocabulary, edge labels, the embedding queue), set-based in the
+-- statement that writes what they derive from. So the schema is the same on one node and on a
+-- Citus cluster (which refuses triggers on distributed tables), and pg_restore -j loads every
+-- table in parallel, in any order. Every table is dumped (pg_extension_config_dump, end of file),
+-- derived ones too: a restore is whole without a rebuild step.
+--
+-- Everything that belongs to a record carries its lane (`lane_name`): on a cluster it is the
+-- distribution column (emem.distribute()), and every unique key holds it. A lane's rows are
+-- read first by lane wherever a caller keeps to some lanes (strict isolation), so that no
+-- other lane's volume shows in its time.
 
 -- Full text keeps codes, names and figures whole: the `simple` dictionary (no stemming, no
 -- stop words) for every token type of the default parser. A question term is searched as a
@@ -11,6 +19,8 @@
 create text search configuration emem.exact (copy = pg_catalog.simple);
 comment on text search configuration emem.exact is
   'emem full text: every token kept as typed (lower-cased), codes such as INV-2031 searched whole';
+
+-- ---- reference tables: small, the same on every node of a cluster ---------------------------------
 
 create table emem.lanes (
     lane_name emem.object_name primary key,
@@ -36,13 +46,19 @@ create table emem.profile_lanes (
 );
 comment on table emem.profile_lanes is 'The lanes of an agent profile: which it reads, which it writes.';
 
+-- A binding names its role and remembers which role that was (its OID, in the cluster whose
+-- system identifier is kept): it holds for the role of that name only while the OID still names
+-- it, or once the binding was restored into another cluster (where OIDs are new). A role dropped
+-- and created again under the same name is another role; a restored role is the same one.
 create table emem.role_profiles (
-    role_id regrole primary key,
+    role_name name primary key,
+    role_id oid not null,
+    bound_in_cluster text not null,
     profile_name text not null,
     bound_at timestamptz not null default pg_catalog.now()
 );
 comment on table emem.role_profiles is
-  'Each database role is bound to at most one agent profile, by its identity (a role dropped and created again under the same name is another role); a role bound to none reads nothing.';
+  'Each database role is bound to at most one agent profile, by name and identity: a role dropped and created again under the same name is not bound; a binding restored into another cluster holds for the role of its name. A role bound to none reads nothing.';
 
 create table emem.embedding_spaces (
     space_id serial primary key,
@@ -58,8 +74,10 @@ create unique index embedding_spaces_one_active on emem.embedding_spaces (is_act
 comment on table emem.embedding_spaces is
   'A model name and a dimension; exactly one space is active. Each has its own HNSW indexes.';
 
+-- ---- records and what belongs to them: distributed by lane on a cluster -----------------------------
+
 create table emem.records (
-    record_id bigserial primary key,
+    record_id bigserial not null,
     kind emem.record_kind not null,
     content text not null constraint content_not_empty check (pg_catalog.btrim(content) <> '')
         constraint content_size check (pg_catalog.length(content) <= 200000),
@@ -75,35 +93,38 @@ create table emem.records (
     -- Searched in Unicode's composed form (NFC), as questions are: NFC and NFD spellings match.
     content_search tsvector generated always as (
         pg_catalog.to_tsvector('emem.exact'::pg_catalog.regconfig, pg_catalog.normalize(content, 'NFC'))) stored,
+    -- Led by the id: a record is found by its id alone (ids are unique: one sequence), in id order.
+    constraint records_pkey primary key (record_id, lane_name),
     constraint thread_for_conversation_and_file check (
         emem._has_thread(kind) = (thread_id is not null and thread_position is not null)),
     -- Keys are per lane: a key used in one lane neither blocks nor reveals another lane's.
     constraint one_record_per_thread_position unique (lane_name, kind, thread_id, thread_position)
 );
-create index records_content_search on emem.records using gin (content_search);
-create index records_by_lane on emem.records (lane_name);
+-- Lane first: a caller kept to some lanes reads only their entries (btree_gin).
+create index records_content_search on emem.records using gin (lane_name, content_search);
+create index records_by_lane on emem.records (lane_name, record_id);
 create index records_by_time on emem.records (occurred_at, record_id);
+create index records_by_lane_and_time on emem.records (lane_name, occurred_at, record_id);
 create unique index records_by_source_key on emem.records (lane_name, source_key) where source_key is not null;
 comment on table emem.records is
   'Records: notes, conversation turns, file chunks and entities, each in one lane.';
 comment on column emem.records.thread_id is 'The conversation or file a conversation or file record belongs to.';
 comment on column emem.records.source_key is 'Optional key of the record''s source, unique in its lane: writing the same key again returns the stored record.';
 
--- A tag keeps its record's lane, so that the vocabulary counts per lane (one lane's writes never
--- wait for another's) and a lookup over some lanes reads only their tags.
 create table emem.record_tags (
     record_id bigint not null,
     tag text not null constraint tag_not_empty check (pg_catalog.btrim(tag) <> '')
         constraint tag_size check (pg_catalog.length(tag) <= 200),
     lane_name text not null,
-    primary key (record_id, tag)
+    primary key (record_id, tag, lane_name)
 );
 create index record_tags_by_tag on emem.record_tags (tag, record_id);
+create index record_tags_by_lane on emem.record_tags (lane_name, tag, record_id);
 comment on table emem.record_tags is 'Labels on records, stored lower-case (emem._normal_tag), with the record''s lane.';
 
 -- Every distinct tag of each lane once, with its normalised words and how many of the lane's
--- records carry it, kept by the record_tags triggers: questions are matched against this small
--- table, and exact totals for broad tags come from the counts instead of every tagged row.
+-- records carry it: questions are matched against this small table, and broad tags are sized by
+-- their counts. Written with the tags (a writer updates only its own lane's rows).
 create table emem.tag_vocabulary (
     lane_name text not null,
     tag text not null,
@@ -113,11 +134,12 @@ create table emem.tag_vocabulary (
     primary key (lane_name, tag)
 );
 create index tag_vocabulary_by_terms on emem.tag_vocabulary using gin (tag_terms);
+create index tag_vocabulary_by_tag on emem.tag_vocabulary (tag);
 comment on table emem.tag_vocabulary is
-  'Each lane''s tags with their normalised words and record counts; derived from emem.record_tags.';
+  'Each lane''s tags with their normalised words and record counts; written with emem.record_tags.';
 
 create table emem.edges (
-    edge_id bigserial primary key,
+    edge_id bigserial not null,
     from_record_id bigint not null,
     to_record_id bigint not null,
     relation text not null constraint relation_not_empty check (pg_catalog.btrim(relation) <> '')
@@ -125,71 +147,64 @@ create table emem.edges (
     properties jsonb not null default '{}'
         constraint properties_is_object check (pg_catalog.jsonb_typeof(properties) = 'object'),
     created_at timestamptz not null default pg_catalog.now(),
-    -- The ends' lanes, kept by triggers from the records (a dump carries them, so a parallel
-    -- restore needs no record loaded first): who may read an edge, without a probe per end.
-    from_lane_name text,
-    to_lane_name text
+    -- The ends' lanes: who may read an edge. An edge lives in its from end's lane.
+    from_lane_name text not null,
+    to_lane_name text not null,
+    constraint edges_pkey primary key (edge_id, from_lane_name)
 );
 create index edges_by_from on emem.edges (from_record_id);
 create index edges_by_to on emem.edges (to_record_id);
-create index edges_by_properties on emem.edges using gin (properties jsonb_path_ops);
-create unique index edges_one_per_link on emem.edges (from_record_id, to_record_id, relation, pg_catalog.md5(properties::text));
+create unique index edges_one_per_link
+    on emem.edges (from_lane_name, from_record_id, to_record_id, relation, pg_catalog.md5(properties::text));
 comment on table emem.edges is 'Directed links between records, with a relation name and properties.';
 
--- What a question's words are matched against for an edge: its relation name and each scalar
--- property value, kept by the edges trigger (so derived, not dumped), with the edge's lanes: a
--- caller kept to some lanes finds their edges through lane_terms (emem._lane_qualified).
+-- What a question's words are matched against for an edge: its relation name (underscores as
+-- spaces) and each scalar property value, its labels. One row per end of the edge and label, in
+-- the end's lane, with the far end and its lane: the ends of a label come in record-id order from
+-- one index, an end's score needs nothing from another lane, and an edge counts for a caller
+-- only when it reads both lanes (an edge carries the secrecy of both its ends).
 create table emem.edge_labels (
-    edge_id bigint not null references emem.edges on delete cascade,
-    label text not null,
-    label_terms text[] not null,  -- emem._label_terms(label), analysed once by the trigger
-    primary key (edge_id, label),
-    namespace_terms text[] not null generated always as (emem._label_namespace_terms(label)) stored,
-    from_lane_name text,
-    to_lane_name text,
-    lane_terms text[] not null default '{}',
-    -- The edge's ends as they were when the label was written: what edge_label_ends counts.
-    from_record_id bigint,
-    to_record_id bigint
-);
-create index edge_labels_by_terms on emem.edge_labels using gin (label_terms);
-create index edge_labels_by_lane_terms on emem.edge_labels using gin (lane_terms);
-
--- Every label once per lane, with its terms: the labels a question matches are found here, not
--- among the label rows of every edge (a relation on 100,000 edges is a row per lane). Kept by
--- edge_labels' triggers.
-create table emem.edge_label_vocabulary (
-    label text not null,
-    -- The lane of the edge's from end: a label new in one lane's open transaction never makes
-    -- another lane's writer of the same label wait.
+    record_id bigint not null,
     lane_name text not null,
+    label text not null,
+    edge_id bigint not null,
+    far_record_id bigint not null,
+    far_lane_name text not null,
     label_terms text[] not null,
     namespace_terms text[] not null,
-    primary key (label, lane_name)
+    primary key (label, record_id, edge_id, lane_name)
+);
+create index edge_labels_by_lane on emem.edge_labels (lane_name, label, record_id);
+create index edge_labels_by_record on emem.edge_labels (record_id);
+create index edge_labels_by_edge on emem.edge_labels (edge_id);
+comment on table emem.edge_labels is
+  'Each end of each edge with each of the edge''s labels (relation, property values) and their terms; written with the edge.';
+
+-- Every label once per lane of the edges' from ends, with its terms: the labels a question
+-- matches are found here, not among the rows of every edge. A label seen stays (its edges say
+-- whether it still matches anything); a writer adds only its own lane's rows.
+create table emem.edge_label_vocabulary (
+    lane_name text not null,
+    label text not null,
+    label_terms text[] not null,
+    namespace_terms text[] not null,
+    primary key (lane_name, label)
 );
 create index edge_label_vocabulary_by_terms on emem.edge_label_vocabulary using gin (label_terms);
-
--- The records that end an edge with a label, and how many such edges end at each: a label's
--- distinct ends in record-id order from the primary key (counted up to a bound, walked lazily,
--- probed per record), whatever the number of its edges. Kept by edge_labels' triggers.
-create table emem.edge_label_ends (
-    label text not null,
-    record_id bigint not null,
-    edges integer not null,
-    primary key (label, record_id)
-);
+create index edge_label_vocabulary_by_label on emem.edge_label_vocabulary (label);
 
 create table emem.record_vectors (
     space_id integer not null,
     record_id bigint not null,
     embedding public.vector not null,
-    primary key (space_id, record_id)
+    lane_name text not null,
+    primary key (space_id, record_id, lane_name)
 );
 create index record_vectors_by_record on emem.record_vectors (record_id);
 comment on table emem.record_vectors is 'A record''s vector in an embedding space (HNSW index per space).';
 
 create table emem.windows (
-    window_id bigserial primary key,
+    window_id bigserial not null,
     space_id integer not null,
     lane_name text not null,
     thread_kind emem.record_kind not null constraint thread_kind_has_thread check (emem._has_thread(thread_kind)),
@@ -199,6 +214,7 @@ create table emem.windows (
     -- NULL: not embedded yet, or stale (a member's content changed); the embedding queue fills it.
     embedding public.vector,
     created_at timestamptz not null default pg_catalog.now(),
+    constraint windows_pkey primary key (window_id, lane_name),
     constraint one_window_per_run unique (space_id, lane_name, thread_kind, thread_id, first_position, last_position)
 );
 create index windows_without_vector on emem.windows (space_id) where embedding is null;
@@ -208,15 +224,15 @@ comment on table emem.windows is
 create table emem.window_members (
     window_id bigint not null,
     record_id bigint not null,
-    primary key (window_id, record_id)
+    lane_name text not null,
+    primary key (window_id, record_id, lane_name)
 );
 create index window_members_by_record on emem.window_members (record_id);
 
 -- The work of the embedding workers (`emem embed`): each record without a vector, and each window
--- run without a current vector, in each embedding space. Derived from the tables above by the
--- triggers of 45_embeddings.sql (so not dumped: a restore fills it again as it loads them).
+-- run without a current vector, in each embedding space; written by the writes that make it.
 create table emem.embedding_queue (
-    queue_id bigserial primary key,
+    queue_id bigserial not null,
     space_id integer not null,
     lane_name text not null,
     -- A record's own vector (record_id), or a window: its run of thread positions in its lane.
@@ -229,21 +245,22 @@ create table emem.embedding_queue (
     attempts integer not null default 0,
     not_before timestamptz,
     last_error text,
+    constraint embedding_queue_pkey primary key (queue_id, lane_name),
     constraint record_or_window check (
         (record_id is not null and thread_kind is null and thread_id is null and first_position is null
          and last_position is null)
         or (record_id is null and thread_kind is not null and thread_id is not null and first_position is not null
             and last_position >= first_position))
 );
-create unique index embedding_queue_one_per_record on emem.embedding_queue (space_id, record_id)
+create unique index embedding_queue_one_per_record on emem.embedding_queue (space_id, record_id, lane_name)
     where record_id is not null;
--- Led by the thread, so that the windows holding an edited record are found without a space.
 create unique index embedding_queue_one_per_run on emem.embedding_queue
     (lane_name, thread_kind, thread_id, first_position, last_position, space_id) where record_id is null;
 create index embedding_queue_in_order on emem.embedding_queue (space_id, queue_id);
-create index embedding_queue_by_lane on emem.embedding_queue (space_id, lane_name);
+create index embedding_queue_by_lane on emem.embedding_queue (space_id, lane_name, queue_id);
+create index embedding_queue_by_record on emem.embedding_queue (record_id) where record_id is not null;
 comment on table emem.embedding_queue is
-  'What the embedding workers (emem embed) have to do: records and window runs without a current vector in a space; kept by triggers.';
+  'What the embedding workers (emem embed) have to do: records and window runs without a current vector in a space.';
 
 -- Row-level security keeps direct reads inside the reader's lanes (policies: 30_lanes.sql).
 alter table emem.lanes enable row level security;
@@ -259,9 +276,7 @@ alter table emem.windows enable row level security;
 alter table emem.window_members enable row level security;
 alter table emem.embedding_queue enable row level security;
 
--- One call per statement: each call updates the extension's catalog row. edge_labels,
--- edge_label_vocabulary, edge_label_ends, tag_vocabulary and embedding_queue are left out: they
--- are derived, and the triggers rebuild them on restore.
+-- One call per statement: each call updates the extension's catalog row.
 select pg_catalog.pg_extension_config_dump('emem.lanes', '');
 select pg_catalog.pg_extension_config_dump('emem.agent_profiles', '');
 select pg_catalog.pg_extension_config_dump('emem.profile_lanes', '');
@@ -271,9 +286,14 @@ select pg_catalog.pg_extension_config_dump('emem.embedding_spaces_space_id_seq',
 select pg_catalog.pg_extension_config_dump('emem.records', '');
 select pg_catalog.pg_extension_config_dump('emem.records_record_id_seq', '');
 select pg_catalog.pg_extension_config_dump('emem.record_tags', '');
+select pg_catalog.pg_extension_config_dump('emem.tag_vocabulary', '');
 select pg_catalog.pg_extension_config_dump('emem.edges', '');
 select pg_catalog.pg_extension_config_dump('emem.edges_edge_id_seq', '');
+select pg_catalog.pg_extension_config_dump('emem.edge_labels', '');
+select pg_catalog.pg_extension_config_dump('emem.edge_label_vocabulary', '');
 select pg_catalog.pg_extension_config_dump('emem.record_vectors', '');
 select pg_catalog.pg_extension_config_dump('emem.windows', '');
 select pg_catalog.pg_extension_config_dump('emem.windows_window_id_seq', '');
 select pg_catalog.pg_extension_config_dump('emem.window_members', '');
+select pg_catalog.pg_extension_config_dump('emem.embedding_queue', '');
+select pg_catalog.pg_extension_config_dump('emem.embedding_queue_queue_id_seq', '');

@@ -4,6 +4,13 @@
 -- members and roles with BYPASSRLS read and write everything; a role bound to no profile reads
 -- nothing. Row-level security keeps direct reads of the tables inside the same lanes.
 
+-- This cluster's identity, as bindings remember it (a restore into another cluster gives roles new OIDs).
+create function emem._cluster_id() returns text
+language sql stable
+set search_path = pg_catalog, pg_temp
+as $$ select c.system_identifier::text from pg_catalog.pg_control_system() as c $$;
+comment on function emem._cluster_id() is 'The system identifier of this cluster (pg_control_system), as text.';
+
 -- A role by its exact name (role names are not parsed: 'Agent' is not 'agent'); NULL if none.
 create function emem._role_named(role_name name) returns regrole
 language sql stable
@@ -33,6 +40,20 @@ $$;
 comment on function emem._reads_everything(regrole) is
   'Whether the role reads and writes every lane: a superuser, a role with BYPASSRLS, the extension''s owner or its member.';
 
+-- The agent profile a role is bound to: by its name, while the binding's OID still names it (a role
+-- dropped and created again under the same name is another role), or in a cluster the binding was
+-- restored into (where every role has a new OID). NULL: bound to none.
+create function emem._bound_profile(role regrole) returns text
+language sql stable
+set search_path = pg_catalog, pg_temp
+as $$
+    select rp.profile_name
+    from emem.role_profiles as rp join pg_catalog.pg_roles as r on r.rolname = rp.role_name
+    where r.oid = role and (rp.role_id = r.oid or rp.bound_in_cluster <> emem._cluster_id())
+$$;
+comment on function emem._bound_profile(regrole) is
+  'The agent profile the role is bound to (by name and identity, see emem.role_profiles), or NULL.';
+
 -- The lanes a role reads (writing => false) or writes; NULL: every lane.
 create function emem._lanes_of(role regrole, writing boolean) returns text[]
 language sql stable
@@ -40,9 +61,8 @@ set search_path = pg_catalog, pg_temp
 as $$
     select case when emem._reads_everything(role) then null else array(
         select pl.lane_name
-        from emem.role_profiles as rp
-        join emem.profile_lanes as pl on pl.profile_name = rp.profile_name
-        where rp.role_id = role and case when writing then pl.can_write else pl.can_read end
+        from emem.profile_lanes as pl
+        where pl.profile_name = emem._bound_profile(role) and case when writing then pl.can_write else pl.can_read end
         order by pl.lane_name) end
 $$;
 comment on function emem._lanes_of(regrole, boolean) is
@@ -56,7 +76,7 @@ as $$
 declare
     role regrole := emem._acting_role();
 begin
-    if not emem._reads_everything(role) and not exists (select from emem.role_profiles as rp where rp.role_id = role) then
+    if not emem._reads_everything(role) and emem._bound_profile(role) is null then
         raise exception 'role % is bound to no agent profile: it reads nothing', role
             using errcode = '42501',
                   hint = 'The extension''s owner binds it: SELECT emem.bind_role(''<role>'', ''<agent profile>'').';
@@ -67,19 +87,43 @@ $$;
 comment on function emem._readable_lanes_or_refuse() is
   'The lanes the acting role reads (NULL: every lane); SQLSTATE 42501 for a role bound to no agent profile.';
 
--- For row-level security: the lanes the querying role reads.
+-- For row-level security: the lanes the querying role (current_user where the policy is read) may
+-- read, every lane for a role that reads everything. Policies call it as a function (no subquery in
+-- a policy: Citus refuses them); it runs as the owner, because the bindings are not the querying
+-- role's to read, and it answers only for the session's own role (or one it acts as a member of):
+-- nobody learns another role's lanes from it.
+create function emem._policy_lanes(querying name) returns text[]
+language sql stable
+security definer  -- reads the bindings and profiles, which row-level security hides from agents
+set search_path = pg_catalog, pg_temp
+as $$
+    select case when pg_catalog.pg_has_role(emem._acting_role(), r.oid, 'USAGE')
+                then coalesce(emem._lanes_of(r.oid::pg_catalog.regrole, false),
+                              array(select l.lane_name::text from emem.lanes as l order by 1))
+                else '{}' end
+    from pg_catalog.pg_roles as r where r.rolname = querying
+$$;
+comment on function emem._policy_lanes(name) is
+  'The lanes the querying role may read directly (row-level security); empty for a role the session does not act as.';
+
+create function emem._policy_profile(querying name) returns text
+language sql stable
+security definer  -- as emem._policy_lanes
+set search_path = pg_catalog, pg_temp
+as $$
+    select case when pg_catalog.pg_has_role(emem._acting_role(), r.oid, 'USAGE')
+                then emem._bound_profile(r.oid::pg_catalog.regrole) end
+    from pg_catalog.pg_roles as r where r.rolname = querying
+$$;
+comment on function emem._policy_profile(name) is
+  'The agent profile the querying role is bound to (row-level security); NULL for a role the session does not act as.';
+
 create function emem.readable_lanes() returns setof text
 language sql stable
 set search_path = pg_catalog, pg_temp
-as $$
-    select pl.lane_name
-    from emem.role_profiles as rp
-    join emem.profile_lanes as pl on pl.profile_name = rp.profile_name
-    where rp.role_id operator(pg_catalog.=) (select r.oid from pg_catalog.pg_roles as r where r.rolname = current_user)
-      and pl.can_read
-$$;
+as $$ select pg_catalog.unnest(emem._policy_lanes(current_user)) $$;
 comment on function emem.readable_lanes() is
-  'The lanes the current role may read: those of the agent profile it is bound to (row-level security uses it).';
+  'The lanes the current role may read: those of the agent profile it is bound to (every lane for the extension''s owner).';
 
 -- Lane and profile names: the domain's rule, with a clear error.
 create function emem._check_name(what text, name text) returns void
@@ -157,6 +201,35 @@ $$;
 comment on function emem.create_agent_profile(text, text[], text[]) is
   'Creates an agent profile, or replaces its lanes when it exists: the lanes it reads, and those it writes (by default the same); returns its name.';
 
+create function emem.drop_lane(lane_name text) returns boolean
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if exists (select from emem.records as r where r.lane_name operator(pg_catalog.=) drop_lane.lane_name) then
+        raise exception 'lane % holds records: a lane that holds records cannot be dropped', pg_catalog.quote_literal(lane_name)
+            using errcode = '23503', hint = 'Delete them first (emem.delete_records) or move them (emem.move_records).';
+    end if;
+    delete from emem.profile_lanes as pl where pl.lane_name operator(pg_catalog.=) drop_lane.lane_name;
+    delete from emem.lanes as l where l.lane_name operator(pg_catalog.=) drop_lane.lane_name;
+    return found;
+end
+$$;
+comment on function emem.drop_lane(text) is 'Drops an empty lane (and its place in agent profiles); returns whether it existed.';
+
+create function emem.drop_agent_profile(profile_name text) returns boolean
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    delete from emem.role_profiles as rp where rp.profile_name operator(pg_catalog.=) drop_agent_profile.profile_name;
+    delete from emem.profile_lanes as pl where pl.profile_name operator(pg_catalog.=) drop_agent_profile.profile_name;
+    delete from emem.agent_profiles as p where p.profile_name operator(pg_catalog.=) drop_agent_profile.profile_name;
+    return found;
+end
+$$;
+comment on function emem.drop_agent_profile(text) is 'Drops an agent profile with its lanes and the bindings to it (those roles then read nothing); returns whether it existed.';
+
 create function emem.bind_role(role_name name, profile_name text) returns void
 language plpgsql
 set search_path = pg_catalog, pg_temp
@@ -173,49 +246,83 @@ begin
         raise exception 'unknown agent profile %', coalesce(pg_catalog.quote_literal(profile_name), 'NULL')
             using errcode = '22023', hint = 'Create it first with emem.create_agent_profile(name, lanes).';
     end if;
-    insert into emem.role_profiles as rp (role_id, profile_name)
-        values (role, bind_role.profile_name)
+    insert into emem.role_profiles as rp (role_name, role_id, bound_in_cluster, profile_name)
+        values (bind_role.role_name, role::pg_catalog.oid, emem._cluster_id(), bind_role.profile_name)
         on conflict on constraint role_profiles_pkey
-        do update set profile_name = excluded.profile_name, bound_at = pg_catalog.now();
+        do update set role_id = excluded.role_id, bound_in_cluster = excluded.bound_in_cluster,
+                      profile_name = excluded.profile_name, bound_at = excluded.bound_at;
 end
 $$;
 comment on function emem.bind_role(name, text) is
-  'Binds a database role to an agent profile (replacing an earlier binding): the role then reads and writes the profile''s lanes. The binding is to the role itself: a role dropped and created again under the same name is not bound.';
+  'Binds a database role to an agent profile (replacing an earlier binding): the role then reads and writes the profile''s lanes. The binding is to the role itself: a role dropped and created again under the same name is not bound (bind it again); restored into another cluster, a binding holds for the role of its name.';
 
--- Row-level security: a record is visible when its lane is readable; rows that belong to
--- records (tags, vectors, window members) follow their record, an edge both its endpoints.
+create function emem.unbind_role(role_name name) returns boolean
+language sql
+set search_path = pg_catalog, pg_temp
+as $$
+    with gone as (delete from emem.role_profiles as rp where rp.role_name = unbind_role.role_name returning 1)
+    select exists (select from gone)
+$$;
+comment on function emem.unbind_role(name) is 'Removes a role''s binding (the role then reads nothing); returns whether it had one.';
+
+-- Bindings whose role is gone (dropped, or a role of that name that is another role) hold for no
+-- one; this removes them, and lists every binding with whether it holds.
+create function emem.role_bindings(remove_dangling boolean default false)
+returns table (role_name name, profile_name text, holds boolean, bound_at timestamptz)
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if remove_dangling is null then
+        raise exception 'remove_dangling must be true or false' using errcode = '22023';
+    end if;
+    if remove_dangling then
+        delete from emem.role_profiles as rp
+        where emem._bound_profile(emem._role_named(rp.role_name)) is distinct from rp.profile_name;
+    end if;
+    return query
+        select rp.role_name, rp.profile_name,
+               emem._bound_profile(emem._role_named(rp.role_name)) is not distinct from rp.profile_name, rp.bound_at
+        from emem.role_profiles as rp order by rp.role_name;
+end
+$$;
+comment on function emem.role_bindings(boolean) is
+  'Every role binding and whether it holds (its role exists and is the role that was bound); remove_dangling => true removes those that do not.';
+
+-- Row-level security: a row is visible when its lane is readable, an edge when both its ends'
+-- lanes are. No subquery in a policy (Citus refuses them): the lanes come from a function.
 create policy own_binding on emem.role_profiles for select
-    using (role_id operator(pg_catalog.=) (select r.oid from pg_catalog.pg_roles as r where r.rolname = current_user));
+    using (role_name operator(pg_catalog.=) current_user and profile_name operator(pg_catalog.=) emem._policy_profile(current_user));
 create policy own_profile on emem.agent_profiles for select
-    using (profile_name in (select rp.profile_name from emem.role_profiles as rp));
+    using (profile_name operator(pg_catalog.=) emem._policy_profile(current_user));
 create policy own_profile_lanes on emem.profile_lanes for select
-    using (profile_name in (select rp.profile_name from emem.role_profiles as rp));
+    using (profile_name operator(pg_catalog.=) emem._policy_profile(current_user));
 create policy readable_lane on emem.lanes for select
-    using (lane_name in (select emem.readable_lanes()));
+    using (lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user)));
 create policy readable_lane on emem.records for select
-    using (lane_name in (select emem.readable_lanes()));
+    using (lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user)));
 create policy readable_lane on emem.record_tags for select
-    using (lane_name in (select emem.readable_lanes()));
-create policy readable_record on emem.record_vectors for select
-    using (exists (select from emem.records as r where r.record_id = record_vectors.record_id));
-create policy readable_endpoints on emem.edges for select
-    using (exists (select from emem.records as r where r.record_id = edges.from_record_id)
-       and exists (select from emem.records as r where r.record_id = edges.to_record_id));
-create policy readable_edge on emem.edge_labels for select
-    using (exists (select from emem.edges as e where e.edge_id = edge_labels.edge_id));
+    using (lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user)));
+create policy readable_lane on emem.record_vectors for select
+    using (lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user)));
+create policy readable_ends on emem.edges for select
+    using (from_lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user))
+       and to_lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user)));
+create policy readable_ends on emem.edge_labels for select
+    using (lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user))
+       and far_lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user)));
 create policy readable_lane on emem.windows for select
-    using (lane_name in (select emem.readable_lanes()));
-create policy readable_window on emem.window_members for select
-    using (exists (select from emem.windows as w where w.window_id = window_members.window_id)
-       and exists (select from emem.records as r where r.record_id = window_members.record_id));
+    using (lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user)));
+create policy readable_lane on emem.window_members for select
+    using (lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user)));
 
 -- The settings an agent profile's finds run under. Checked by the same code that reads them.
 create function emem._check_setting(setting text, value text) returns void
 language plpython3u immutable
 set search_path = pg_catalog, pg_temp
 as $$
-from emem_db.entry import backend
-from emem_db.settings import SettingError, check_setting
+from @MODULE@.entry import backend
+from @MODULE@.settings import SettingError, check_setting
 state = backend(GD, plpy, "@EXTVERSION@")
 try:
     check_setting(setting, value)

@@ -29,6 +29,7 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     new_space_id integer;
+    is_new boolean;
 begin
     if model_name is null or emem._is_blank(model_name) or pg_catalog.length(model_name) > 200 then
         raise exception 'model_name must be a non-empty text of at most 200 characters' using errcode = '22023';
@@ -44,7 +45,14 @@ begin
         values (create_embedding_space.model_name, create_embedding_space.dimension, create_embedding_space.fingerprint)
         on conflict on constraint embedding_spaces_model_name_dimension_key do update
             set fingerprint = coalesce(excluded.fingerprint, s.fingerprint)
-        returning s.space_id into new_space_id;
+        returning s.space_id, (s.xmax = 0) into new_space_id, is_new;
+    if is_new then
+        perform emem._create_space_indexes(new_space_id, dimension);
+        -- A new space lacks everything. Writers of records and windows wait meanwhile (and it
+        -- waits for those under way), so that none falls between this fill and their own queueing.
+        lock table emem.records, emem.windows in share mode;
+        perform emem._queue_missing(new_space_id, null);
+    end if;
     if activate then
         perform emem.activate_embedding_space(new_space_id);
     end if;
@@ -254,6 +262,9 @@ declare
     stored_ids bigint[];
     new_ids bigint[];
     created_ids bigint[];
+    tag_records bigint[];
+    tag_lanes text[];
+    tag_names text[];
 begin
     if items is null or pg_catalog.jsonb_typeof(items) <> 'array' then
         raise exception 'items must be a JSON array of record objects' using errcode = '22023';
@@ -347,13 +358,14 @@ begin
         select case when stored_ids[n] is null then pg_catalog.nextval('emem.records_record_id_seq') end
         from pg_catalog.generate_series(1, item_count) as n);
 
-    -- Vectors before their records, so that a record written with its vector is never queued
-    -- for embedding (emem.embedding_queue); those of records not written after all go below.
+    -- Vectors with their records (those of records not written after all go below), so that a
+    -- record written with its vector is not queued for embedding in its space.
     if dimension is not null then
-        insert into emem.record_vectors (space_id, record_id, embedding)
-        select space.space_id, new_ids[n], public.l2_normalize(vectors[n])
+        insert into emem.record_vectors (space_id, record_id, embedding, lane_name)
+        select space.space_id, new_ids[n], public.l2_normalize(vectors[n]), items->(n - 1)->>'lane'
         from pg_catalog.generate_series(1, item_count) as n
-        where vectors[n] is not null and new_ids[n] is not null;
+        where vectors[n] is not null and new_ids[n] is not null
+        order by 1;
     end if;
 
     -- Records in a statement of their own, so that the tags below follow them; a key a
@@ -376,11 +388,15 @@ begin
     )
     select coalesce(pg_catalog.array_agg(inserted.record_id), '{}') into created_ids from inserted;
 
-    insert into emem.record_tags (record_id, tag, lane_name)
-    select distinct new_ids[i.n], emem._normal_tag(t.tag), i.item->>'lane'
-    from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
-    cross join lateral pg_catalog.jsonb_array_elements_text(coalesce(i.item->'tags', '[]')) as t(tag)
-    where new_ids[i.n] in (select pg_catalog.unnest(created_ids));
+    select pg_catalog.array_agg(tagged.record_id), pg_catalog.array_agg(tagged.lane_name), pg_catalog.array_agg(tagged.tag)
+    into tag_records, tag_lanes, tag_names
+    from (select distinct new_ids[i.n] as record_id, i.item->>'lane' as lane_name, emem._normal_tag(t.tag) as tag
+          from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
+          cross join lateral pg_catalog.jsonb_array_elements_text(coalesce(i.item->'tags', '[]')) as t(tag)
+          where new_ids[i.n] = any (created_ids)) as tagged;
+    if tag_records is not null then
+        perform emem._add_tags(tag_records, tag_lanes, tag_names);
+    end if;
 
     if dimension is not null and pg_catalog.cardinality(created_ids)
                                  < pg_catalog.cardinality(pg_catalog.array_remove(new_ids, null)) then
@@ -388,6 +404,7 @@ begin
         where v.space_id = space.space_id and v.record_id = any (pg_catalog.array_remove(new_ids, null))
           and v.record_id <> all (created_ids);
     end if;
+    perform emem._queue_records(created_ids);
 
     return query
     select i.n::integer,
@@ -476,10 +493,10 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     tagged emem.records := emem._require_record(record_id, 'record', true);
+    wanted text[] := emem._check_tags(tags);
 begin
-    insert into emem.record_tags (record_id, tag, lane_name)
-        select tagged.record_id, t, tagged.lane_name from pg_catalog.unnest(emem._check_tags(tags)) as t
-        on conflict do nothing;
+    perform emem._add_tags(pg_catalog.array_fill(tagged.record_id, array[pg_catalog.cardinality(wanted)]),
+                           pg_catalog.array_fill(tagged.lane_name, array[pg_catalog.cardinality(wanted)]), wanted);
 end
 $$;
 comment on function emem.tag_record(bigint, text[]) is 'Adds tags to a record (tags it already has are kept).';
@@ -494,13 +511,73 @@ declare
     unwanted text[] := emem._check_tags(tags);
 begin
     perform emem._require_record(record_id, 'record', true);
-    delete from emem.record_tags as rt
-        where rt.record_id = untag_record.record_id and rt.tag = any (unwanted);
-    get diagnostics removed = row_count;
+    removed := emem._remove_tags(array[untag_record.record_id], unwanted);
     return removed;
 end
 $$;
 comment on function emem.untag_record(bigint, text[]) is 'Removes tags from a record; returns how many it had.';
+
+-- What is wrong with an edge's relation and properties, or NULL.
+create function emem._edge_problem(relation text, properties jsonb) returns text
+language sql immutable
+set search_path = pg_catalog, pg_temp
+as $$
+    select case
+        when relation is null or emem._is_blank(relation) or pg_catalog.length(relation) > 200
+             or relation operator(pg_catalog.~) '[[:cntrl:]]'
+            then 'relation must be a text of 1 to 200 characters, not only white space, without control characters'
+        when properties is null or pg_catalog.jsonb_typeof(properties) <> 'object' then 'properties must be a JSON object'
+        when pg_catalog.pg_column_size(properties) > 65536 then 'properties must be at most 64 kB'
+        -- Each value is a label of the edge (emem.edge_labels), indexed whole: 2000 bytes fit an index row.
+        when exists (select from pg_catalog.jsonb_path_query(properties, 'strict $.**') as value
+                     where pg_catalog.jsonb_typeof(value) in ('string', 'number')
+                       and (pg_catalog.length(value #>> '{}') > 1000 or pg_catalog.octet_length(value #>> '{}') > 2000))
+            then 'a property value (a text or a number) is longer than 1000 characters or 2000 bytes'
+    end
+$$;
+comment on function emem._edge_problem(text, jsonb) is 'What is wrong with an edge''s relation or properties, or NULL.';
+
+-- Edges written (parallel arrays; relations trimmed), each with its label rows; a link that
+-- exists already is the same edge. Returns each one's edge id and whether it is new.
+create function emem._write_edges(
+    from_ids bigint[], to_ids bigint[], relations text[], properties jsonb[], from_lanes text[], to_lanes text[]
+) returns table (n integer, edge_id bigint, created boolean)
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    new_edges bigint[];
+begin
+    -- In key order, so that concurrent writers of the same links lock them in one order.
+    with written as (
+        insert into emem.edges as e (from_record_id, to_record_id, relation, properties, from_lane_name, to_lane_name)
+        select distinct on (w.from_lane, w.from_id, w.to_id, w.relation, pg_catalog.md5(w.properties::text))
+               w.from_id, w.to_id, w.relation, w.properties, w.from_lane, w.to_lane
+        from rows from (pg_catalog.unnest(_write_edges.from_ids), pg_catalog.unnest(_write_edges.to_ids), pg_catalog.unnest(_write_edges.relations),
+                        pg_catalog.unnest(_write_edges.properties), pg_catalog.unnest(_write_edges.from_lanes), pg_catalog.unnest(_write_edges.to_lanes))
+             as w (from_id, to_id, relation, properties, from_lane, to_lane)
+        order by w.from_lane, w.from_id, w.to_id, w.relation, pg_catalog.md5(w.properties::text)
+        on conflict (from_lane_name, from_record_id, to_record_id, relation, (pg_catalog.md5(properties::text))) do nothing
+        returning e.edge_id
+    )
+    select pg_catalog.array_agg(written.edge_id) into new_edges from written;
+    if new_edges is not null then
+        perform emem._write_edge_labels(new_edges);
+    end if;
+    return query
+        select w.n::integer, e.edge_id, e.edge_id = any (coalesce(new_edges, '{}'))
+        from rows from (pg_catalog.unnest(_write_edges.from_ids), pg_catalog.unnest(_write_edges.to_ids), pg_catalog.unnest(_write_edges.relations),
+                        pg_catalog.unnest(_write_edges.properties), pg_catalog.unnest(_write_edges.from_lanes))
+             with ordinality as w (from_id, to_id, relation, properties, from_lane, n)
+        join emem.edges as e
+          on e.from_lane_name = w.from_lane and e.from_record_id = w.from_id and e.to_record_id = w.to_id
+         and e.relation = w.relation and pg_catalog.md5(e.properties::text) = pg_catalog.md5(w.properties::text)
+        order by w.n;
+end
+$$;
+comment on function emem._write_edges(bigint[], bigint[], text[], jsonb[], text[], text[]) is
+  'Writes edges (parallel arrays) with their label rows; returns each one''s id and whether it is new.';
 
 -- Two links with the same ends, relation and properties are one edge.
 create function emem.link_records(
@@ -510,46 +587,94 @@ language plpgsql
 security definer  -- agents write only through the API, into their own write lanes
 set search_path = pg_catalog, pg_temp
 as $$
-#variable_conflict use_column
 declare
-    edge bigint;
-    trimmed_relation text := pg_catalog.btrim(link_records.relation);
+    from_end emem.records := emem._require_record(from_record_id, 'from record', true);
+    to_end emem.records := emem._require_record(to_record_id, 'to record', false);
+    problem text := emem._edge_problem(relation, properties);
 begin
-    perform emem._require_record(link_records.from_record_id, 'from record', true);
-    perform emem._require_record(link_records.to_record_id, 'to record', false);
-    if link_records.relation is null or emem._is_blank(link_records.relation)
-       or pg_catalog.length(link_records.relation) > 200 or link_records.relation operator(pg_catalog.~) '[[:cntrl:]]' then
-        raise exception 'relation must be a text of 1 to 200 characters, not only white space, without control characters'
-            using errcode = '22023';
+    if problem is not null then
+        raise exception '%', problem using errcode = '22023';
     end if;
-    if link_records.properties is null or pg_catalog.jsonb_typeof(link_records.properties) <> 'object' then
-        raise exception 'properties must be a JSON object' using errcode = '22023';
-    end if;
-    if pg_catalog.pg_column_size(link_records.properties) > 65536 then
-        raise exception 'properties must be at most 64 kB' using errcode = '22023';
-    end if;
-    -- Each value is a label of the edge (emem.edge_labels), indexed whole: 2000 bytes fit an index row.
-    if exists (select from pg_catalog.jsonb_path_query(link_records.properties, 'strict $.**') as value
-               where pg_catalog.jsonb_typeof(value) in ('string', 'number')
-                 and (pg_catalog.length(value #>> '{}') > 1000 or pg_catalog.octet_length(value #>> '{}') > 2000)) then
-        raise exception 'a property value (a text or a number) is longer than 1000 characters or 2000 bytes'
-            using errcode = '22023';
-    end if;
-    insert into emem.edges as e (from_record_id, to_record_id, relation, properties)
-        values (link_records.from_record_id, link_records.to_record_id, trimmed_relation, link_records.properties)
-        on conflict (from_record_id, to_record_id, relation, (pg_catalog.md5(properties::text))) do nothing
-        returning e.edge_id into edge;
-    if edge is null then
-        select e.edge_id into edge from emem.edges as e
-        where e.from_record_id = link_records.from_record_id and e.to_record_id = link_records.to_record_id
-          and e.relation = trimmed_relation
-          and pg_catalog.md5(e.properties::text) = pg_catalog.md5(link_records.properties::text);
-    end if;
-    return edge;
+    return (select w.edge_id
+            from emem._write_edges(array[from_record_id], array[to_record_id], array[pg_catalog.btrim(relation)],
+                                   array[properties], array[from_end.lane_name], array[to_end.lane_name]) as w);
 end
 $$;
 comment on function emem.link_records(bigint, bigint, text, jsonb) is
   'Links two records with a directed edge (a relation name and JSON properties) and returns its id; the same link again returns the same edge. The from record must lie in a lane the role writes, the to record in one it reads. Limits: a relation of 1 to 200 characters without control characters; properties a JSON object of at most 64 kB, each value (text or number) at most 1000 characters and 2000 bytes.';
+
+-- The bulk path of links: all or nothing, each item checked as link_records checks it.
+create function emem.put_edges(items jsonb)
+returns table (item_number integer, edge_id bigint, created boolean)
+language plpgsql
+security definer  -- agents write only through the API, into their own write lanes
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    problem_number bigint;
+    problem text;
+    writable text[] := emem._lanes_of(emem._acting_role(), true);
+    readable text[] := emem._lanes_of(emem._acting_role(), false);
+    from_ids bigint[];
+    to_ids bigint[];
+    relations text[];
+    properties jsonb[];
+    from_lanes text[];
+    to_lanes text[];
+begin
+    if items is null or pg_catalog.jsonb_typeof(items) <> 'array' or pg_catalog.jsonb_array_length(items) > 50000 then
+        raise exception 'items must be a JSON array of at most 50000 edge objects {from_record_id, to_record_id, relation, properties}'
+            using errcode = '22023';
+    end if;
+    with item as (
+        select i.n, f.record_id as from_id, t.record_id as to_id, pg_catalog.btrim(i.item->>'relation') as relation,
+               coalesce(i.item->'properties', '{}') as properties, f.lane_name as from_lane, t.lane_name as to_lane,
+               case
+                   when pg_catalog.jsonb_typeof(i.item) <> 'object' then 'is not a JSON object'
+                   when exists (select from pg_catalog.jsonb_object_keys(i.item) as k
+                                where k <> all (array['from_record_id', 'to_record_id', 'relation', 'properties']))
+                       then 'has an unknown key; accepted: from_record_id, to_record_id, relation, properties'
+                   when i.from_text is null or i.to_text is null then 'from_record_id and to_record_id must be record ids'
+                   when f.record_id is null or (readable is not null and f.lane_name <> all (readable))
+                       then pg_catalog.format('unknown from record %s', i.from_text)
+                   when writable is not null and f.lane_name <> all (writable)
+                       then pg_catalog.format('from record %s lies in lane %s, which this role may read but not write',
+                                              i.from_text, f.lane_name)
+                   when t.record_id is null or (readable is not null and t.lane_name <> all (readable))
+                       then pg_catalog.format('unknown to record %s', i.to_text)
+                   else emem._edge_problem(i.item->>'relation', coalesce(i.item->'properties', '{}'))
+               end as problem
+        from (select e.item, e.n,
+                     case when pg_catalog.jsonb_typeof(e.item->'from_record_id') = 'number'
+                               and (e.item->>'from_record_id') ~ '^[0-9]{1,18}$' then e.item->>'from_record_id' end
+                         as from_text,
+                     case when pg_catalog.jsonb_typeof(e.item->'to_record_id') = 'number'
+                               and (e.item->>'to_record_id') ~ '^[0-9]{1,18}$' then e.item->>'to_record_id' end
+                         as to_text
+              from pg_catalog.jsonb_array_elements(items) with ordinality as e (item, n)) as i
+        left join emem.records as f on f.record_id = i.from_text::bigint
+        left join emem.records as t on t.record_id = i.to_text::bigint
+    )
+    select (select x.n from item as x where x.problem is not null order by x.n limit 1),
+           (select x.problem from item as x where x.problem is not null order by x.n limit 1),
+           pg_catalog.array_agg(x.from_id order by x.n), pg_catalog.array_agg(x.to_id order by x.n),
+           pg_catalog.array_agg(x.relation order by x.n), pg_catalog.array_agg(x.properties order by x.n),
+           pg_catalog.array_agg(x.from_lane order by x.n), pg_catalog.array_agg(x.to_lane order by x.n)
+    into problem_number, problem, from_ids, to_ids, relations, properties, from_lanes, to_lanes
+    from item as x;
+    if problem is not null then
+        raise exception 'item %: %', problem_number, problem
+            using errcode = case when problem like '%may read but not write' then '42501' else '22023' end;
+    end if;
+    if from_ids is null then
+        return;
+    end if;
+    return query select w.n, w.edge_id, w.created
+                 from emem._write_edges(from_ids, to_ids, relations, properties, from_lanes, to_lanes) as w;
+end
+$$;
+comment on function emem.put_edges(jsonb) is
+  'The bulk path of links: writes a JSON array of edges ({from_record_id, to_record_id, relation, properties}), all or nothing, each checked as emem.link_records checks it (from records in lanes the role writes, to records in lanes it reads); returns each item''s edge id and whether it is new. At most 50000 items.';
 
 create function emem.put_record_vector(record_id bigint, embedding public.vector, space_id integer default null)
 returns void
@@ -559,12 +684,14 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     space emem.embedding_spaces := emem._resolve_space(space_id);
+    vectored emem.records;
 begin
-    perform emem._require_record(record_id, 'record', true);
+    vectored := emem._require_record(record_id, 'record', true);
     perform emem._check_vector(embedding, space, 'the record vector');
-    insert into emem.record_vectors as rv (space_id, record_id, embedding)
-        values (space.space_id, put_record_vector.record_id, public.l2_normalize(embedding))
+    insert into emem.record_vectors as rv (space_id, record_id, embedding, lane_name)
+        values (space.space_id, put_record_vector.record_id, public.l2_normalize(embedding), vectored.lane_name)
         on conflict on constraint record_vectors_pkey do update set embedding = excluded.embedding;
+    perform emem._dequeue_records(space.space_id, array[put_record_vector.record_id]);
 end
 $$;
 comment on function emem.put_record_vector(bigint, public.vector, integer) is
@@ -616,11 +743,166 @@ begin
                 public.l2_normalize(embedding))
         on conflict on constraint one_window_per_run do update set embedding = coalesce(excluded.embedding, w.embedding)
         returning w.window_id into new_window_id;
-    insert into emem.window_members (window_id, record_id)
-        select new_window_id, m from pg_catalog.unnest(member_record_ids) as m
+    insert into emem.window_members (window_id, record_id, lane_name)
+        select new_window_id, m, run.lane_name from pg_catalog.unnest(member_record_ids) as m
         on conflict do nothing;
+    perform emem._sync_runs(array[row(run.lane_name, run.kind, run.thread_id, run.first_position,
+                                      run.last_position)::emem._window_run]);
     return new_window_id;
 end
 $$;
 comment on function emem.put_window(bigint[], public.vector, integer) is
   'Stores a window: a vector over consecutive records of one conversation or file (its members); the same run again replaces its vector. A NULL vector stores the window without one, for the embedding queue to fill (a stored vector is kept). Returns the window id.';
+
+-- ---- edits, deletes and moves: the API's, so that what derives from a record follows it ------------
+
+-- Records the acting role may write, all of them, or a clear error naming the first it may not.
+create function emem._writable_records(record_ids bigint[], what text) returns emem.records[]
+language plpgsql stable
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    found_records emem.records[];
+begin
+    if record_ids is null or pg_catalog.cardinality(record_ids) not between 1 and 50000
+       or pg_catalog.array_position(record_ids, null) is not null then
+        raise exception '% needs an array of 1 to 50000 record ids without NULLs', what using errcode = '22023';
+    end if;
+    perform emem._require_record(r, 'record', true)
+    from pg_catalog.unnest(record_ids) as r
+    where not exists (select from emem.records as x
+                      where x.record_id = r and (emem._lanes_of(emem._acting_role(), true) is null
+                                                 or x.lane_name = any (emem._lanes_of(emem._acting_role(), true))));
+    found_records := array(select x from emem.records as x where x.record_id = any (record_ids) order by x.record_id);
+    return found_records;
+end
+$$;
+comment on function emem._writable_records(bigint[], text) is
+  'The records with these ids when the acting role may write every one of them; otherwise an error naming the first it may not.';
+
+create function emem.update_record(
+    record_id bigint, content text default null, metadata jsonb default null, authority real default null,
+    occurred_at timestamptz default null
+) returns boolean
+language plpgsql
+security definer  -- agents write only through the API, into their own write lanes
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    edited emem.records := emem._require_record(record_id, 'record', true);
+begin
+    if content is not null and (emem._is_blank(content) or pg_catalog.length(content) > 200000) then
+        raise exception 'content must be a non-empty text of at most 200000 characters' using errcode = '22023';
+    end if;
+    if metadata is not null and (pg_catalog.jsonb_typeof(metadata) <> 'object' or pg_catalog.pg_column_size(metadata) > 65536) then
+        raise exception 'metadata must be a JSON object of at most 64 kB' using errcode = '22023';
+    end if;
+    if authority is not null and not authority between 0 and 1 then
+        raise exception 'authority % is out of range', authority using errcode = '22023', hint = 'Accepted: 0 to 1.';
+    end if;
+    update emem.records as r
+        set content = coalesce(update_record.content, r.content), metadata = coalesce(update_record.metadata, r.metadata),
+            authority = coalesce(update_record.authority, r.authority),
+            occurred_at = coalesce(update_record.occurred_at, r.occurred_at)
+        where r.record_id = update_record.record_id and r.lane_name = edited.lane_name;
+    if content is not null and content is distinct from edited.content then
+        perform emem._requeue_edited(array[update_record.record_id]);
+        return true;
+    end if;
+    return false;
+end
+$$;
+comment on function emem.update_record(bigint, text, jsonb, real, timestamptz) is
+  'Edits a record the role may write (arguments left NULL keep their value); a new content removes its vectors and stales the windows holding it, which are queued for embedding again. Returns whether the content changed.';
+
+create function emem.delete_records(record_ids bigint[]) returns bigint
+language plpgsql
+security definer  -- agents write only through the API, into their own write lanes
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    perform emem._writable_records(record_ids, 'delete_records');
+    return emem._delete_records(record_ids);
+end
+$$;
+comment on function emem.delete_records(bigint[]) is
+  'Deletes records (1 to 50000, all in lanes the role writes) with their tags, vectors, the windows holding them, their queued work and the edges at them; returns how many went.';
+
+-- A record moved keeps its id; its tags and vectors move with it, its windows go (a window is a
+-- run of one lane), its edges take the new lane at that end.
+create function emem.move_records(record_ids bigint[], lane text) returns bigint
+language plpgsql
+security definer  -- agents write only through the API, into their own write lanes
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    moved emem.records[] := emem._writable_records(record_ids, 'move_records');
+    writable text[] := emem._lanes_of(emem._acting_role(), true);
+    ids bigint[];
+    count_moved bigint;
+    tag_records bigint[];
+    tag_names text[];
+begin
+    if lane is null or not exists (select from emem.lanes as l where l.lane_name operator(pg_catalog.=) lane)
+       or not (writable is null or lane = any (writable)) then
+        raise exception 'lane % is not a lane this role may write (unknown, or outside its agent profile)',
+            coalesce(pg_catalog.quote_literal(pg_catalog.left(lane, 100)), 'NULL') using errcode = '42501';
+    end if;
+    ids := array(select (m).record_id from pg_catalog.unnest(moved) as m where (m).lane_name <> lane);
+    if pg_catalog.cardinality(ids) = 0 then
+        return 0;
+    end if;
+    if exists (select from emem.records as r join emem.records as taken
+                 on taken.lane_name = lane and taken.source_key = r.source_key
+               where r.record_id = any (ids)) then
+        raise exception 'a record to move has a source_key that lane % holds already', lane using errcode = '23505';
+    end if;
+    perform emem._delete_windows(array(select distinct m.window_id from emem.window_members as m
+                                       where m.record_id = any (ids)));
+    select pg_catalog.array_agg(rt.record_id order by rt.record_id, rt.tag), pg_catalog.array_agg(rt.tag order by rt.record_id, rt.tag)
+    into tag_records, tag_names
+    from emem.record_tags as rt where rt.record_id = any (ids);
+    perform emem._remove_tags(ids, null);
+    update emem.records as r set lane_name = lane where r.record_id = any (ids);
+    get diagnostics count_moved = row_count;
+    if tag_records is not null then
+        perform emem._add_tags(tag_records, pg_catalog.array_fill(lane, array[pg_catalog.cardinality(tag_records)]),
+                               tag_names);
+    end if;
+    update emem.record_vectors as v set lane_name = lane where v.record_id = any (ids);
+    update emem.embedding_queue as q set lane_name = lane where q.record_id = any (ids);
+    update emem.edges as e set from_lane_name = lane where e.from_record_id = any (ids);
+    update emem.edges as e set to_lane_name = lane where e.to_record_id = any (ids);
+    update emem.edge_labels as l set lane_name = lane where l.record_id = any (ids);
+    update emem.edge_labels as l set far_lane_name = lane where l.far_record_id = any (ids);
+    -- The moved edges' labels in the vocabulary of their from ends' new lane.
+    insert into emem.edge_label_vocabulary (lane_name, label, label_terms, namespace_terms)
+    select distinct on (l.label) lane, l.label, l.label_terms, l.namespace_terms
+    from emem.edge_labels as l
+    where l.record_id = any (ids)
+    order by l.label
+    on conflict do nothing;
+    return count_moved;
+end
+$$;
+comment on function emem.move_records(bigint[], text) is
+  'Moves records (1 to 50000, in lanes the role writes) into another lane it writes: their ids, tags, vectors and edges move with them, the windows holding them are deleted (a window is a run of one lane). Returns how many moved.';
+
+create function emem.unlink_records(edge_id bigint) returns boolean
+language plpgsql
+security definer  -- agents write only through the API, into their own write lanes
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    edge emem.edges;
+begin
+    select * into edge from emem.edges as e where e.edge_id = unlink_records.edge_id;
+    if not found then
+        return false;
+    end if;
+    perform emem._require_record(edge.from_record_id, 'from record', true);
+    return emem._delete_edges(array[unlink_records.edge_id]) > 0;
+end
+$$;
+comment on function emem.unlink_records(bigint) is
+  'Deletes an edge whose from record lies in a lane the role writes; returns whether it existed.';

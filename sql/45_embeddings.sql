@@ -37,26 +37,6 @@ comment on function emem._embedding_lanes() is
 
 -- ---- what is missing ----------------------------------------------------------------------------
 
--- The window runs that hold any of these records: those of their windows in any space, and those
--- only queued.
-create function emem._runs_holding(record_ids bigint[])
-returns table (lane_name text, thread_kind emem.record_kind, thread_id text, first_position integer, last_position integer)
-language sql stable
-set search_path = pg_catalog, pg_temp
-as $$
-    select w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position
-    from emem.window_members as m join emem.windows as w on w.window_id = m.window_id
-    where m.record_id = any (record_ids)
-    union
-    select q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position
-    from emem.records as r
-    join emem.embedding_queue as q
-      on q.record_id is null and q.lane_name = r.lane_name and q.thread_kind = r.kind and q.thread_id = r.thread_id
-     and r.thread_position between q.first_position and q.last_position
-    where r.record_id = any (record_ids)
-$$;
-comment on function emem._runs_holding(bigint[]) is 'The window runs (in any space, or queued) that hold any of the records.';
-
 -- Everything a space lacks, queued (entries already there are kept): records without a vector in
 -- it, and window runs known from any space's windows without a current window in it, whose
 -- records are all still there. Only the given lanes (NULL: every lane).
@@ -191,8 +171,8 @@ create function emem._vector_coverage_threshold() returns double precision
 language plpython3u stable
 set search_path = pg_catalog, pg_temp
 as $$
-from emem_db.entry import backend
-from emem_db.settings import SettingError, acting_role_values, coverage_threshold
+from @MODULE@.entry import backend
+from @MODULE@.settings import SettingError, acting_role_values, coverage_threshold
 state = backend(GD, plpy, "@EXTVERSION@")
 try:
     return coverage_threshold(acting_role_values(state))
@@ -202,209 +182,9 @@ $$;
 comment on function emem._vector_coverage_threshold() is
   'The emem.vector_coverage_threshold the acting role''s finds and health run under (default 1: every vector).';
 
--- ---- the triggers that keep the queue -----------------------------------------------------------
-
--- New records, in every space (a vector written with them removes the entry again at once).
-create function emem._queue_new_records() returns trigger
-language plpgsql
-security definer  -- the queue is written for every lane
-set search_path = pg_catalog, pg_temp
-as $$
-begin
-    insert into emem.embedding_queue (space_id, lane_name, record_id)
-    select s.space_id, n.lane_name, n.record_id
-    from new_records as n cross join emem.embedding_spaces as s
-    where not exists (select from emem.record_vectors as v where v.space_id = s.space_id and v.record_id = n.record_id)
-    order by s.space_id, n.record_id
-    on conflict do nothing;
-    return null;
-end
-$$;
-create trigger records_queue_new after insert on emem.records
-    referencing new table as new_records for each statement execute function emem._queue_new_records();
-
--- Edited records: queued again (waiting for a worker that holds the entry), windows holding them
--- lose their vectors, then their own vectors go. Queued work follows a record to another lane.
-create function emem._queue_edited_records() returns trigger
-language plpgsql
-security definer  -- the queue, vectors and windows of every lane follow their records
-set search_path = pg_catalog, pg_temp
-as $$
-declare
-    edited bigint[];
-begin
-    update emem.embedding_queue as q set lane_name = a.lane_name
-    from records_after as a join records_before as b on b.record_id = a.record_id
-    where q.record_id = a.record_id and a.lane_name is distinct from b.lane_name;
-    edited := array(select a.record_id from records_after as a join records_before as b on b.record_id = a.record_id
-                    where a.content is distinct from b.content order by a.record_id);
-    if pg_catalog.cardinality(edited) = 0 then
-        return null;
-    end if;
-    -- A fresh queue_id: a worker that claimed the entry before the edit cannot store for it.
-    insert into emem.embedding_queue as q (space_id, lane_name, record_id)
-    select s.space_id, r.lane_name, r.record_id
-    from emem.records as r cross join emem.embedding_spaces as s
-    where r.record_id = any (edited)
-    order by s.space_id, r.record_id
-    on conflict (space_id, record_id) where record_id is not null do update
-        set queue_id = pg_catalog.nextval('emem.embedding_queue_queue_id_seq'), lane_name = excluded.lane_name,
-            queued_at = excluded.queued_at, attempts = 0, not_before = null, last_error = null;
-    insert into emem.embedding_queue as q (space_id, lane_name, thread_kind, thread_id, first_position, last_position)
-    select s.space_id, run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position
-    from emem._runs_holding(edited) as run cross join emem.embedding_spaces as s
-    order by run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position, s.space_id
-    on conflict (lane_name, thread_kind, thread_id, first_position, last_position, space_id) where record_id is null
-    do update set queue_id = pg_catalog.nextval('emem.embedding_queue_queue_id_seq'), queued_at = excluded.queued_at,
-                  attempts = 0, not_before = null, last_error = null;
-    update emem.windows as w set embedding = null
-    from emem._runs_holding(edited) as run
-    where (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
-          = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position)
-      and w.embedding is not null;
-    delete from emem.record_vectors as v where v.record_id = any (edited);
-    return null;
-end
-$$;
-create trigger records_queue_edits after update on emem.records
-    referencing old table as records_before new table as records_after
-    for each statement execute function emem._queue_edited_records();
-
--- A new space lacks everything. Writers of records and windows wait meanwhile (and it waits for
--- those under way), so that no record or window falls between the fill and their own triggers.
-create function emem._queue_new_space() returns trigger
-language plpgsql
-set search_path = pg_catalog, pg_temp
-as $$
-begin
-    lock table emem.records, emem.windows in share mode;
-    perform emem._queue_missing(new.space_id, null);
-    return null;
-end
-$$;
-create trigger embedding_spaces_queue_new after insert on emem.embedding_spaces
-    for each row execute function emem._queue_new_space();
-
--- Vectors written: their entries are done (an entry a worker holds is left to it).
-create function emem._dequeue_written_vectors() returns trigger
-language plpgsql
-security definer  -- the queue is written for every lane
-set search_path = pg_catalog, pg_temp
-as $$
-begin
-    delete from emem.embedding_queue as q
-    where q.queue_id in (select e.queue_id from emem.embedding_queue as e
-                         join written_vectors as w on w.space_id = e.space_id and w.record_id = e.record_id
-                         for update of e skip locked);
-    return null;
-end
-$$;
-create trigger record_vectors_dequeue after insert on emem.record_vectors
-    referencing new table as written_vectors for each statement execute function emem._dequeue_written_vectors();
-
--- Vectors removed other than with their record or space (say by a DBA): queued again.
-create function emem._queue_removed_vectors() returns trigger
-language plpgsql
-security definer  -- the queue is written for every lane
-set search_path = pg_catalog, pg_temp
-as $$
-begin
-    insert into emem.embedding_queue (space_id, lane_name, record_id)
-    select d.space_id, r.lane_name, d.record_id
-    from removed_vectors as d join emem.records as r on r.record_id = d.record_id
-    where exists (select from emem.embedding_spaces as s where s.space_id = d.space_id)
-      and not exists (select from emem.record_vectors as v where v.space_id = d.space_id and v.record_id = d.record_id)
-    order by d.space_id, d.record_id
-    on conflict do nothing;
-    return null;
-end
-$$;
-create trigger record_vectors_queue_removed after delete on emem.record_vectors
-    referencing old table as removed_vectors for each statement execute function emem._queue_removed_vectors();
-
--- Windows written or changed: each run is done in the spaces that now hold a current window for
--- it, and queued in those that do not (a run written in one space is wanted in all).
-create function emem._queue_window_runs() returns trigger
-language plpgsql
-security definer  -- the queue is written for every lane
-set search_path = pg_catalog, pg_temp
-as $$
-begin
-    delete from emem.embedding_queue as q
-    where q.queue_id in (
-        select e.queue_id
-        from (select distinct c.lane_name, c.thread_kind, c.thread_id, c.first_position, c.last_position
-              from changed_windows as c) as run
-        join emem.embedding_queue as e
-          on e.record_id is null and (e.lane_name, e.thread_kind, e.thread_id, e.first_position, e.last_position)
-                                     = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position)
-        where exists (select from emem.windows as w
-                      where w.space_id = e.space_id and w.embedding is not null
-                        and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
-                          = (e.lane_name, e.thread_kind, e.thread_id, e.first_position, e.last_position))
-        for update of e skip locked);
-    insert into emem.embedding_queue (space_id, lane_name, thread_kind, thread_id, first_position, last_position)
-    select s.space_id, run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position
-    from (select distinct c.lane_name, c.thread_kind, c.thread_id, c.first_position, c.last_position
-          from changed_windows as c) as run
-    cross join emem.embedding_spaces as s
-    where not exists (select from emem.windows as w
-                      where w.space_id = s.space_id and w.embedding is not null
-                        and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
-                          = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position))
-    order by run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position, s.space_id
-    on conflict do nothing;
-    return null;
-end
-$$;
-create trigger windows_queue_written after insert on emem.windows
-    referencing new table as changed_windows for each statement execute function emem._queue_window_runs();
-create trigger windows_queue_changed after update on emem.windows
-    referencing new table as changed_windows for each statement execute function emem._queue_window_runs();
-
--- Windows removed: a run no window remembers any more leaves the queue; one still known elsewhere
--- is queued where it now lacks a window.
-create function emem._queue_removed_windows() returns trigger
-language plpgsql
-security definer  -- the queue is written for every lane
-set search_path = pg_catalog, pg_temp
-as $$
-begin
-    delete from emem.embedding_queue as q
-    using (select distinct r.lane_name, r.thread_kind, r.thread_id, r.first_position, r.last_position
-           from removed_windows as r) as run
-    where q.record_id is null
-      and (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position)
-          = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position)
-      and not exists (select from emem.windows as w
-                      where (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
-                          = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position));
-    insert into emem.embedding_queue (space_id, lane_name, thread_kind, thread_id, first_position, last_position)
-    select s.space_id, run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position
-    from (select distinct r.lane_name, r.thread_kind, r.thread_id, r.first_position, r.last_position
-          from removed_windows as r) as run
-    cross join emem.embedding_spaces as s
-    where exists (select from emem.windows as w
-                  where (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
-                      = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position))
-      and not exists (select from emem.windows as w
-                      where w.space_id = s.space_id and w.embedding is not null
-                        and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
-                          = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position))
-    order by run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position, s.space_id
-    on conflict do nothing;
-    return null;
-end
-$$;
-create trigger windows_queue_removed after delete on emem.windows
-    referencing old table as removed_windows for each statement execute function emem._queue_removed_windows();
-
 -- Row-level security: an agent sees the queued work of the lanes it reads.
 create policy readable_lane on emem.embedding_queue for select
-    using (lane_name in (select emem.readable_lanes()));
-
--- Work from an earlier release: every space's missing vectors, queued once (nothing on a fresh install).
-select emem._queue_missing(s.space_id, null) from emem.embedding_spaces as s;
+    using (lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user)));
 
 -- ---- the embedding workers' API --------------------------------------------------------------
 -- A worker, in one transaction: claim_embeddings, embed the texts through the gateway of the
@@ -554,6 +334,7 @@ declare
     lanes text[] := emem._embedding_lanes();
     held bigint[];
     problem record;
+    runs emem._window_run[];
 begin
     if queue_ids is null or embeddings is null or pg_catalog.cardinality(queue_ids) not between 1 and 1000
        or pg_catalog.cardinality(queue_ids) <> pg_catalog.cardinality(embeddings)
@@ -585,8 +366,8 @@ begin
         raise exception 'the vector for queue entry % is the zero vector, which has no cosine distance', problem.queue_id
             using errcode = '22023';
     end if;
-    insert into emem.record_vectors as rv (space_id, record_id, embedding)
-    select q.space_id, q.record_id, public.l2_normalize(given.embedding)
+    insert into emem.record_vectors as rv (space_id, record_id, embedding, lane_name)
+    select q.space_id, q.record_id, public.l2_normalize(given.embedding), q.lane_name
     from rows from (pg_catalog.unnest(queue_ids), pg_catalog.unnest(embeddings)) as given (queue_id, embedding)
     join emem.embedding_queue as q on q.queue_id = given.queue_id
     where given.queue_id = any (held) and q.record_id is not null
@@ -603,15 +384,20 @@ begin
         order by q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position, q.space_id
         on conflict on constraint one_window_per_run do update set embedding = excluded.embedding
         returning w.window_id, w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position
-    )
-    insert into emem.window_members (window_id, record_id)
-    select written.window_id, r.record_id
-    from written join emem.records as r
+    ), members as (
+        insert into emem.window_members (window_id, record_id, lane_name)
+        select written.window_id, r.record_id, r.lane_name
+        from written join emem.records as r
       on r.lane_name = written.lane_name and r.kind = written.thread_kind and r.thread_id = written.thread_id
-     and r.thread_position between written.first_position and written.last_position
-    on conflict do nothing;
-    -- The triggers of the writes above took most of them off already.
+         and r.thread_position between written.first_position and written.last_position
+        on conflict do nothing
+    )
+    select pg_catalog.array_agg(distinct row(w.lane_name, w.thread_kind, w.thread_id, w.first_position,
+                                             w.last_position)::emem._window_run)
+    into runs from written as w;
     delete from emem.embedding_queue as q where q.queue_id = any (held);
+    -- A run written in one space is wanted in every other.
+    perform emem._sync_runs(coalesce(runs, '{}'));
     return pg_catalog.cardinality(held);
 end
 $$;

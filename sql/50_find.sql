@@ -17,8 +17,8 @@ language plpython3u volatile
 set search_path = pg_catalog, pg_temp
 set jit = off
 as $$
-from emem_db.entry import backend
-from emem_db.find import Declaration, Gather, envelope_json
+from @MODULE@.entry import backend
+from @MODULE@.find import Declaration, Gather, envelope_json
 gather = Gather(backend(GD, plpy, "@EXTVERSION@"))
 run = gather.explain if explain else gather.find
 return envelope_json(run(question, question_vector, page, page_size, Declaration(model_name, model_fingerprint)))
@@ -116,8 +116,8 @@ create function emem.lookup_registry() returns table (
 language plpython3u immutable parallel safe
 set search_path = pg_catalog, pg_temp
 as $$
-from emem_db.entry import backend
-from emem_db.registry import LOOKUPS
+from @MODULE@.entry import backend
+from @MODULE@.registry import LOOKUPS
 backend(GD, plpy, "@EXTVERSION@")
 return [(lookup.name, lookup.label, lookup.default_weight, order, lookup.needs_vector, lookup.in_seed_profile,
          lookup.description) for order, lookup in enumerate(LOOKUPS, start=1)]

@@ -4,27 +4,42 @@
 
 create view emem.record_summaries with (security_invoker = true) as
     select r.record_id, r.kind, r.lane_name as lane, r.content,
-           array(select t.tag from emem.record_tags as t where t.record_id = r.record_id order by t.tag) as tags,
+           array(select t.tag from emem.record_tags as t
+                 where t.record_id = r.record_id and t.lane_name = r.lane_name order by t.tag) as tags,
            r.authority, r.occurred_at, r.created_at, r.thread_id, r.thread_position, r.metadata
     from emem.records as r;
 comment on view emem.record_summaries is 'Records with their tags, as the caller may read them.';
 
 create function emem.records_with_all_tags(tags text[]) returns setof emem.record_summaries
-language sql stable
+language plpgsql stable
 security definer  -- filters by the acting role's lanes (emem._readable_lanes_or_refuse)
 set search_path = pg_catalog, pg_temp
 as $$
-    with wanted as (select emem._check_tags(tags) as tags, emem._readable_lanes_or_refuse() as lanes)
-    select s.*
-    from emem.record_summaries as s, wanted
-    where (wanted.lanes is null or s.lane operator(pg_catalog.=) any (wanted.lanes))
-      and s.record_id in (
-        select rt.record_id
-        from emem.record_tags as rt, wanted
-        where rt.tag operator(pg_catalog.=) any (wanted.tags)
-        group by rt.record_id
-        having pg_catalog.count(*) = (select pg_catalog.cardinality(wanted.tags) from wanted))
-    order by s.record_id
+declare
+    wanted text[] := emem._check_tags(tags);
+    lanes text[] := emem._readable_lanes_or_refuse();
+begin
+    if lanes is null then
+        return query
+            select s.* from emem.record_summaries as s
+            where s.record_id in (select rt.record_id from emem.record_tags as rt
+                                  where rt.tag operator(pg_catalog.=) any (wanted)
+                                  group by rt.record_id
+                                  having pg_catalog.count(*) = pg_catalog.cardinality(wanted))
+            order by s.record_id;
+    else
+        -- Within lanes the tags are read lane first: no other lane's tags are read.
+        return query
+            select s.* from emem.record_summaries as s
+            where s.lane operator(pg_catalog.=) any (lanes)
+              and s.record_id in (select rt.record_id from emem.record_tags as rt
+                                  where rt.lane_name operator(pg_catalog.=) any (lanes)
+                                    and rt.tag operator(pg_catalog.=) any (wanted)
+                                  group by rt.record_id
+                                  having pg_catalog.count(*) = pg_catalog.cardinality(wanted))
+            order by s.record_id;
+    end if;
+end
 $$;
 comment on function emem.records_with_all_tags(text[]) is
   'Label intersection: every record (in the caller''s lanes) carrying all of the given tags (1 to 1000), nothing else.';
@@ -63,15 +78,26 @@ begin
     end if;
     wanted_kinds := kinds::emem.record_kind[];
     wanted_tags := case when e_timeline.tags is not null then emem._check_tags(e_timeline.tags) end;
-    return query
-        select s.*
-        from emem.record_summaries as s
-        where s.occurred_at between from_time and to_time
-          and (lanes is null or s.lane = any (lanes))
-          and (wanted_kinds is null or s.kind = any (wanted_kinds))
-          and (wanted_tags is null or s.tags @> wanted_tags)
-        order by s.occurred_at, s.record_id
-        limit page_size offset (page - 1) * page_size;
+    if lanes is null then
+        return query
+            select s.*
+            from emem.record_summaries as s
+            where s.occurred_at between from_time and to_time
+              and (wanted_kinds is null or s.kind = any (wanted_kinds))
+              and (wanted_tags is null or s.tags @> wanted_tags)
+            order by s.occurred_at, s.record_id
+            limit page_size offset (page - 1) * page_size;
+    else
+        -- Lane first (records_by_lane_and_time): no other lane's records are read.
+        return query
+            select s.*
+            from emem.record_summaries as s
+            where s.lane = any (lanes) and s.occurred_at between from_time and to_time
+              and (wanted_kinds is null or s.kind = any (wanted_kinds))
+              and (wanted_tags is null or s.tags @> wanted_tags)
+            order by s.occurred_at, s.record_id
+            limit page_size offset (page - 1) * page_size;
+    end if;
 end
 $$;
 comment on function emem.e_timeline(timestamptz, timestamptz, integer, integer, text[], text[]) is

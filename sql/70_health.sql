@@ -44,9 +44,7 @@ begin
         -- Writes check dimensions; a sample still catches rows written around the API.
         select pg_catalog.array_agg(distinct public.vector_dims(sample.embedding)) into stored_dimensions
         from (select rv.embedding from emem.record_vectors as rv
-              where rv.space_id = space.space_id
-                and (lanes is null or exists (select from emem.records as r
-                                              where r.record_id = rv.record_id and r.lane_name = any (lanes)))
+              where rv.space_id = space.space_id and (lanes is null or rv.lane_name = any (lanes))
               limit 1000) as sample;
         if stored_dimensions is not null and stored_dimensions <> array[space.dimension] then
             reasons := pg_catalog.array_append(reasons, 'stored_vectors_mismatch');

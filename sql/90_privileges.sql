@@ -8,7 +8,7 @@ revoke all on all sequences in schema emem from public;
 revoke all on all functions in schema emem from public;
 grant usage on schema emem to public;
 grant select on all tables in schema emem to public;
-revoke select on emem.tag_vocabulary, emem.edge_label_vocabulary, emem.edge_label_ends from public;
+revoke select on emem.tag_vocabulary, emem.edge_label_vocabulary from public;
 
 grant execute on function
     emem.e_gather_find(text, public.vector, integer, integer, text, text),
@@ -20,13 +20,21 @@ grant execute on function
     emem.analyse_question(text),
     emem.lookup_registry(),
     emem.readable_lanes(),
+    -- Row-level security calls them as the querying role: they tell it only its own lanes and profile.
+    emem._policy_lanes(name),
+    emem._policy_profile(name),
     emem.put_records(jsonb, integer),
     emem.put_record(text, text, text, text[], real, timestamptz, text, integer, jsonb, text),
     emem.tag_record(bigint, text[]),
     emem.untag_record(bigint, text[]),
     emem.link_records(bigint, bigint, text, jsonb),
+    emem.put_edges(jsonb),
     emem.put_record_vector(bigint, public.vector, integer),
     emem.put_window(bigint[], public.vector, integer),
+    emem.update_record(bigint, text, jsonb, real, timestamptz),
+    emem.delete_records(bigint[]),
+    emem.move_records(bigint[], text),
+    emem.unlink_records(bigint),
     emem.embedding_coverage(integer),
     emem.queue_missing_embeddings(integer),
     emem.claim_embeddings(integer, integer),

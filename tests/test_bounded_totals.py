@@ -44,14 +44,15 @@ def put(db: psycopg.Connection, lane: str, items: list[dict]) -> list[int]:
     return [row[0] for row in rows]
 
 
+def put_edges(db: psycopg.Connection, pairs: list[tuple[int, int]], relation: str) -> None:
+    items = [{"from_record_id": a, "to_record_id": b, "relation": relation} for a, b in pairs]
+    db.execute("select emem.put_edges(%s)", (json.dumps(items),))
+
+
 def link(db: psycopg.Connection, ids: list[int], edges: int) -> None:
     """`edges` edges named 'audited' between these records, each pair once."""
     pairs = [(a, b) for a in ids for b in ids if a < b][:edges]
-    db.execute(
-        """insert into emem.edges (from_record_id, to_record_id, relation)
-           select a, b, 'audited' from unnest(%s::bigint[], %s::bigint[]) as p (a, b)""",
-        ([a for a, _ in pairs], [b for _, b in pairs]),
-    )
+    put_edges(db, pairs, "audited")
 
 
 @pytest.fixture
@@ -83,11 +84,7 @@ def pay_ledgers(db: psycopg.Connection, own: list[int], other: list[int]) -> Non
     pairs += [(ledgers[6], ledgers[7]), (ledgers[8], ledgers[9])]  # ledger to ledger
     pairs += [(ledgers[10], receipts[0]), (ledgers[11], receipts[1]), (own[10], receipts[2])]  # to nothing
     pairs += [(own[11], ledgers[3]), (receipts[3], receipts[4]), (other[5], ledgers[4]), (far_ledger, other[6])]
-    db.execute(
-        """insert into emem.edges (from_record_id, to_record_id, relation)
-           select a, b, 'paid' from unnest(%s::bigint[], %s::bigint[]) as p (a, b)""",
-        ([a for a, _ in pairs], [b for _, b in pairs]),
-    )
+    put_edges(db, pairs, "paid")
 
 
 @pytest.fixture

@@ -22,8 +22,8 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from emem_db.lexicon import Lexicon
-from emem_db.stopwords import NOT_SEARCHED, STOP_WORDS
+from .lexicon import Lexicon
+from .stopwords import NOT_SEARCHED, STOP_WORDS
 
 # A token is a run of word characters joined by inner punctuation, so that `INV-2031`,
 # `max_wal_senders`, `jan.kowalski@acme.com`, `4,311.60` and `$1,200` stay whole; a comma

@@ -1,17 +1,19 @@
 """The per-backend state behind every PL/Python function of the extension.
 
-The stubs in sql/ call `backend(GD, plpy, "<version of the SQL that calls>")`. Modules stay
-cached in a backend after `ALTER EXTENSION emem UPDATE`, so the loaded version is compared
-with the caller's on every call and a mismatch tells the user to reconnect.
+Each release installs this package under a name of its own (emem_db_0_3_0: see the Makefile), so
+that a server holding databases of two releases serves each its own; the stubs in sql/ import
+their release's and call `backend(GD, plpy, "<version of the SQL>")`.
+Modules stay cached in a backend after `ALTER EXTENSION emem UPDATE`, so the loaded version is
+compared with the caller's on every call and a mismatch tells the user to reconnect.
 """
 
 import time
 from typing import Any, NoReturn
 
-from emem_db._version import VERSION
-from emem_db.analysis import Analyser, QuestionAnalysis
-from emem_db.lexicon import Lexicon
-from emem_db.tuning import DEFAULT_TUNING, Tuning
+from ._version import VERSION
+from .analysis import Analyser, QuestionAnalysis
+from .lexicon import Lexicon
+from .tuning import DEFAULT_TUNING, Tuning
 
 STATE_KEY = "emem_db"
 # The longest text analysed: a question, or a label (tags and relations are at most 200
@@ -80,14 +82,8 @@ class Backend:
         return plan
 
 
-# Earlier releases whose SQL calls these modules exactly as this release's does (0.2.1 changed one
-# trigger's columns): a database not yet updated keeps working, and an update from an older release
-# passes through their steps, which call the modules.
-SERVES_ALSO = frozenset({"0.2.0"})
-
-
 def backend(GD: dict, plpy: Any, sql_version: str) -> Backend:
-    if sql_version != VERSION and sql_version not in SERVES_ALSO:
+    if sql_version != VERSION:
         plpy.error(
             f"emem's SQL is version {sql_version} but this connection loaded its Python modules at version {VERSION}",
             hint="If the extension was updated while this connection was open, reconnect; if the server has"
@@ -95,6 +91,6 @@ def backend(GD: dict, plpy: Any, sql_version: str) -> Backend:
             sqlstate="55000",
         )
     state = GD.get(STATE_KEY)
-    if state is None:
+    if not isinstance(state, Backend):  # none yet, or an earlier release's (this backend ran the update)
         state = GD[STATE_KEY] = Backend(plpy)
     return state

@@ -8,13 +8,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from emem_db.entry import Backend
-from emem_db.lists.base import CandidateList
-from emem_db.merge import Placement, interleave
-from emem_db.reader import Reader, Request, Space
-from emem_db.registry import BY_NAME
-from emem_db.settings import SettingError, find_settings, owner_values, session_values
-from emem_db.totals import Totals, bounded_size, bounded_totals
+from .entry import Backend
+from .lists.base import CandidateList
+from .merge import Placement, interleave
+from .reader import Reader, Request, Space
+from .registry import BY_NAME
+from .settings import SettingError, find_settings, owner_values, session_values
+from .totals import Totals, bounded_size, bounded_totals
 
 MAX_PAGE = 100_000
 MAX_PAGE_SIZE = 1_000
@@ -94,9 +94,9 @@ class Gather:
             self.state.plan(
                 """
                 select r.rolname::text as role, emem._reads_everything(r.oid::pg_catalog.regrole) as reads_all,
-                       rp.profile_name, emem._lanes_of(r.oid::pg_catalog.regrole, false) as lanes
+                       emem._bound_profile(r.oid::pg_catalog.regrole) as profile_name,
+                       emem._lanes_of(r.oid::pg_catalog.regrole, false) as lanes
                 from pg_catalog.pg_roles as r
-                left join emem.role_profiles as rp on rp.role_id = r.oid::pg_catalog.regrole
                 where r.oid = emem._acting_role()::pg_catalog.oid
                 """,
                 [],

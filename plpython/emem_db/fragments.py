@@ -24,77 +24,9 @@ def labels_within(label_terms: str, terms: str, namespace_terms: str | None = No
     return f"{overlap} and coalesce({label_terms} operator(pg_catalog.<@) {terms}, false){namespaced}"
 
 
-# A label term within a lane, as emem._lane_qualified spells it (a lane name holds no '/').
-LANE_TERM = "{lane}/{term}"
-
-
-def edge_labels_within(terms: str, namespaced: bool, lanes: str | None = None) -> str:
-    """An edge label (el) matches the question's terms, its namespace's too when `namespaced`;
-    within `lanes` (None: every lane) both the edge's ends lie in them (an edge carries the
-    secrecy of both its ends), and the index of its lane-qualified terms finds it: other lanes'
-    matching labels are never read."""
-    namespace = "el.namespace_terms" if namespaced else None
-    if lanes is None:
-        return labels_within("el.label_terms", terms, namespace)
-    overlap = f"el.lane_terms operator(pg_catalog.&&) emem._lane_qualified({lanes}, {terms})"
-    return (
-        labels_within("el.label_terms", terms, namespace, overlap)
-        + in_lanes("el.from_lane_name", lanes)
-        + in_lanes("el.to_lane_name", lanes)
-    )
-
-
 def in_lanes(lane: str, lanes: str | None) -> str:
     """A lane column is one of these lanes (an array's SQL; None: every lane)."""
     return "" if lanes is None else f" and {lane} operator(pg_catalog.=) any ({lanes})"
-
-
-def label_holds(label_terms: str, holding: str | None) -> str:
-    """The label holds one of these terms (an array's SQL; None: any)."""
-    return "" if holding is None else f" and {label_terms} operator(pg_catalog.&&) {holding}"
-
-
-def matched_edge_ends(
-    terms: str, lanes: str | None = None, holding: str | None = None, namespaced: bool = False
-) -> str:
-    """Both ends of every edge whose relation name or a property value the question names (and
-    whose label holds one of `holding`), with that label's terms and the edge's other end: rows
-    (endpoint, terms, far_end)."""
-    return f"""select ends.endpoint, el.label_terms, ends.far_end
-               from emem.edge_labels as el
-               cross join lateral (values (el.from_record_id, el.to_record_id), (el.to_record_id, el.from_record_id))
-                   as ends (endpoint, far_end)
-               where {edge_labels_within(terms, namespaced, lanes)}{label_holds("el.label_terms", holding)}"""
-
-
-def edges_at(record_id: str) -> str:
-    """Every edge at this record, with its other end: rows (edge_id, far_end), each side probed
-    through its index on the edges (a lateral subquery)."""
-    return f"""(select e.edge_id, e.to_record_id as far_end from emem.edges as e
-                where e.from_record_id = {record_id}
-                union all
-                select e.edge_id, e.from_record_id from emem.edges as e
-                where e.to_record_id = {record_id})"""
-
-
-def ends_matched_edge(
-    record_id: str, terms: str, lanes: str | None = None, holding: str | None = None, namespaced: bool = False
-) -> str:
-    """A matched edge (whose label holds one of `holding`) ends at this record, probed through
-    the edges' indexes (for a few records at a time, where gathering every matched edge would
-    cost more)."""
-    return f"""exists (select from emem.edges as e join emem.edge_labels as el on el.edge_id = e.edge_id
-                       where (e.from_record_id = {record_id} or e.to_record_id = {record_id})
-                         and {edge_labels_within(terms, namespaced, lanes)}{label_holds("el.label_terms", holding)}
-                             {PROBE})"""
-
-
-def ends_edge_to_tag(record_id: str, terms: str, tags: str, lanes: str | None = None, namespaced: bool = False) -> str:
-    """A matched edge ends at this record and its other end carries one of these tags, probed
-    through the edges' and the tags' indexes."""
-    return f"""exists (select from {edges_at(record_id)} as e join emem.edge_labels as el on el.edge_id = e.edge_id
-                       where {edge_labels_within(terms, namespaced, lanes)} and {holds_tag("e.far_end", tags, lanes)}
-                             {PROBE})"""
 
 
 # Predicates over one record are probes: `offset 0` keeps the planner from turning them into a
@@ -140,14 +72,6 @@ def text_matching(tsquery: str, lanes: str | None = None) -> str:
         "select r.record_id from emem.records as r"
         f" where r.content_search operator(pg_catalog.@@) {tsquery}{in_lanes('r.lane_name', lanes)}"
     )
-
-
-def record_in_lanes(record_id: str, lanes: str | None) -> str:
-    """The record lies in these lanes (None: always)."""
-    if lanes is None:
-        return ""
-    in_them = in_lanes("lr.lane_name", lanes)
-    return f" and exists (select from emem.records as lr where lr.record_id = {record_id}{in_them})"
 
 
 def any_of(queries: list[str]) -> str:

@@ -3,7 +3,7 @@
 import math
 import re
 
-from emem_db.registry import BY_NAME, LOOKUPS, SEED_PROFILE
+from .registry import BY_NAME, LOOKUPS, SEED_PROFILE
 
 _ENTRY = re.compile(r"^\s*([A-Za-z_]+)\s*(?::\s*(\S+?))?\s*$")
 # Weights are bounded so that the merge's credits (sums of weights) stay finite and exact enough

@@ -8,9 +8,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from emem_db.analysis import QuestionAnalysis
-from emem_db.entry import Backend
-from emem_db.merge import Candidate
+from .analysis import QuestionAnalysis
+from .entry import Backend
+from .merge import Candidate
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from emem_db.lists.base import CandidateList
-from emem_db.lookups import fulltext, tags, threads, vectors
-from emem_db.reader import Reader
+from .lists.base import CandidateList
+from .lookups import fulltext, tags, threads, vectors
+from .reader import Reader
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from emem_db.entry import Backend
-from emem_db.profile import ProfileError, parse_profile
-from emem_db.registry import SEED_PROFILE
+from .entry import Backend
+from .profile import ProfileError, parse_profile
+from .registry import SEED_PROFILE
 
 MAX_CANDIDATES = 1_000  # pgvector's largest hnsw.ef_search
 LANE_ISOLATION_MODES = ("seed", "strict")
@@ -128,8 +128,7 @@ def acting_role_values(state: Backend) -> dict[str, str | None]:
     row = state.plpy.execute(
         state.plan(
             """select emem._reads_everything(emem._acting_role()) as reads_all,
-                      (select rp.profile_name from emem.role_profiles as rp
-                       where rp.role_id = emem._acting_role()) as profile""",
+                      emem._bound_profile(emem._acting_role()) as profile""",
             [],
         )
     )[0]

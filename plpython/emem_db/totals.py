@@ -18,8 +18,8 @@ another costs several times more).
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from emem_db.lists.base import CandidateList
-from emem_db.reader import Reader
+from .lists.base import CandidateList
+from .reader import Reader
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from emem_db.merge import Candidate
-from emem_db.reader import Reader
+from ..merge import Candidate
+from ..reader import Reader
 
 # SQL text that holds for a record, given the SQL of the record's id.
 Predicate = Callable[[str], str]

@@ -16,9 +16,9 @@ one end of the record ids), and it is read whole.
 
 from collections.abc import Iterable, Sequence
 
-from emem_db.lists.base import CandidateList, Counting, Match, Size
-from emem_db.merge import Candidate
-from emem_db.reader import Reader
+from ..lists.base import CandidateList, Counting, Match, Size
+from ..merge import Candidate
+from ..reader import Reader
 
 
 class BroadList(CandidateList):

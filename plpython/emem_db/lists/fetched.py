@@ -2,8 +2,8 @@
 
 from collections.abc import Iterable, Sequence
 
-from emem_db.lists.base import Counting, WholeList
-from emem_db.merge import Candidate
+from ..lists.base import Counting, WholeList
+from ..merge import Candidate
 
 
 class FetchedList(WholeList):

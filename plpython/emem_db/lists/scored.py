@@ -7,9 +7,9 @@ import bisect
 import operator
 from collections.abc import Iterable, Sequence
 
-from emem_db.lists.base import Counting, WholeList
-from emem_db.merge import Candidate
-from emem_db.reader import Reader
+from ..lists.base import Counting, WholeList
+from ..merge import Candidate
+from ..reader import Reader
 
 
 class ScoredList(WholeList):

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from emem_db import fragments
-from emem_db.lists.base import (
+from .. import fragments
+from ..lists.base import (
     CandidateList,
     Counting,
     Match,
@@ -26,10 +26,10 @@ from emem_db.lists.base import (
     score_level,
     walk,
 )
-from emem_db.lists.broad import BroadList
-from emem_db.lists.scored import ScoredList
-from emem_db.merge import Candidate
-from emem_db.reader import Reader
+from ..lists.broad import BroadList
+from ..lists.scored import ScoredList
+from ..merge import Candidate
+from ..reader import Reader
 
 
 @dataclass(frozen=True)

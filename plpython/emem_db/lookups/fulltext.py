@@ -15,14 +15,14 @@ import math
 import re
 from dataclasses import dataclass
 
-from emem_db import fragments
-from emem_db.fragments import SCORED_ARRAYS, any_of, quoted_tsquery
-from emem_db.lists.base import CandidateList, Match, Size, capped_count
-from emem_db.lists.broad import BroadList
-from emem_db.lists.fetched import FetchedList
-from emem_db.lists.scored import ScoredList
-from emem_db.lists.tiered import Narrow, Part, TieredList
-from emem_db.reader import Reader
+from .. import fragments
+from ..fragments import SCORED_ARRAYS, any_of, quoted_tsquery
+from ..lists.base import CandidateList, Match, Size, capped_count
+from ..lists.broad import BroadList
+from ..lists.fetched import FetchedList
+from ..lists.scored import ScoredList
+from ..lists.tiered import Narrow, Part, TieredList
+from ..reader import Reader
 
 # BM25's constants, as Lucene and most engines set them: how soon more occurrences stop adding
 # (k1), and how much a record's length counts (b).

@@ -11,25 +11,29 @@ broad parts that decides its score."""
 
 from dataclasses import dataclass
 
-from emem_db import fragments
-from emem_db.fragments import SCORED_ARRAYS, quoted_array
-from emem_db.lists.base import CandidateList, Match, Size
-from emem_db.lists.broad import BroadList
-from emem_db.lists.fetched import FetchedList
-from emem_db.lists.scored import ScoredList
-from emem_db.lists.tiered import Narrow, Part, TieredList
-from emem_db.lookups.edges import (
+from .. import fragments
+from ..fragments import SCORED_ARRAYS, quoted_array
+from ..lists.base import CandidateList, Match, Size
+from ..lists.broad import BroadList
+from ..lists.fetched import FetchedList
+from ..lists.scored import ScoredList
+from ..lists.tiered import Narrow, Part, TieredList
+from ..lookups.edges import (
     EDGE_BONUS,
     EdgeMatch,
     broad_ends_sql,
     broad_ends_up_to,
     edge_match,
     edge_part,
+    edges_of,
     ends_matched_edge,
     far_tag_part,
     linked_ends,
+    matched_edge_rows,
+    matched_labels,
+    visible_ends,
 )
-from emem_db.reader import Reader
+from ..reader import Reader
 
 # Degraded, records that match as many terms (and edges) are ranked by the rarest tag they matched
 # (BM25's rarity for labels, in place of record id): RARITY_SHARE / (1 + that tag's records), a
@@ -82,16 +86,16 @@ def tag_candidates(reader: Reader, by_terms: bool) -> CandidateList:
     # Edge parts come before the far-tag parts, which a tier never walks (see far_tag_part).
     parts = [tag_part(reader, tag, count) for tag, count in broad_counts]
     parts += [
-        edge_part(reader, edges, terms, index, Gain(frozenset([term]), through_edge=True))
+        edge_part(reader, edges, index, Gain(frozenset([term]), through_edge=True))
         for index, term in enumerate(edges.broad_terms)
     ]
     if edges.broad_terms:
-        parts += [far_tag_part(reader, edges, terms, tag, Gain(tag_terms(reader, tag), far_tag=True)) for tag in broad]
+        parts += [far_tag_part(reader, edges, tag, Gain(tag_terms(reader, tag), far_tag=True)) for tag in broad]
     if not parts or len(parts) > reader.tuning.max_broad_parts:
         return exact_tags(reader, match, terms, by_terms)
     narrow = [tag for tag in match.tags if tag not in broad]
     # Records that end a broad edge whose far end holds a narrow tag also score that tag's terms.
-    linked = linked_ends(reader, narrow, terms, edges.namespaced) if edges.broad_terms and narrow else []
+    linked = linked_ends(reader, narrow, edges) if edges.broad_terms and narrow else []
     endpoints = sorted(set(edges.narrow_endpoints).union(linked))
     return TieredList(
         reader,
@@ -161,7 +165,7 @@ def tag_match(reader: Reader, terms: list[str], namespaced: bool) -> TagMatch:
 def exact_tags(reader: Reader, match: TagMatch, terms: list[str], by_terms: bool) -> CandidateList:
     """Every tag and edge candidate in the list's order: by distance, or by matched terms first."""
     if not (by_terms or reader.degraded):
-        return tags_by_distance(reader, match.tags, terms, match.edges.namespaced)
+        return tags_by_distance(reader, match.tags, match.edges.labels)
     return scored_tags(reader, match, terms)
 
 
@@ -194,7 +198,7 @@ def scored_tags(
     if within is None:
         records = f"""
             edge_ends (record_id, terms, far_end) as (
-                {fragments.matched_edge_ends("$2", reader.lanes_sql, namespaced=match.edges.namespaced)}
+                {matched_edge_rows(reader, "$2")}
             ), tagged (record_id, terms, rarity) as (
                 select rt.record_id, mt.terms, tc.rarity
                 from tag_rarity as tc
@@ -213,11 +217,9 @@ def scored_tags(
                 union
                 select pg_catalog.unnest($5::bigint[])
             ), edge_ends (record_id, terms, far_end) as (
-                select n.record_id, el.label_terms, e.far_end
+                select n.record_id, e.label_terms, e.far_record_id
                 from narrow as n
-                cross join lateral {fragments.edges_at("n.record_id")} as e
-                join emem.edge_labels as el on el.edge_id = e.edge_id
-                where {fragments.edge_labels_within("$2", match.edges.namespaced, reader.lanes_sql)}
+                cross join lateral {edges_of(reader, "n.record_id", "$2")} as e
             ), tagged (record_id, terms, rarity) as (
                 select n.record_id, mt.terms, tc.rarity
                 from narrow as n
@@ -257,13 +259,19 @@ def scored_tags(
         reader,
         sql,
         ["text[]", "text[]", "text[]", "float8[]", "bigint[]"],
-        [match.tags, terms, narrow_tags, [rarity(reader, count) for count in match.counts], narrow_endpoints],
+        [
+            match.tags,
+            match.edges.labels,
+            narrow_tags,
+            [rarity(reader, count) for count in match.counts],
+            narrow_endpoints,
+        ],
     )
 
 
-def tags_by_distance(reader: Reader, tags: list[str], terms: list[str], namespaced: bool) -> FetchedList:
+def tags_by_distance(reader: Reader, tags: list[str], labels: list[str]) -> FetchedList:
     """The seed's order with a vector needs no matched terms: one join, one sort."""
-    edge_ends = fragments.matched_edge_ends("$3", reader.lanes_sql, namespaced=namespaced)
+    edge_ends = matched_edge_rows(reader, "$3")
     sql = f"""
         with found (record_id) as (
             {fragments.tagged("$1", reader.lanes_sql)}
@@ -276,7 +284,7 @@ def tags_by_distance(reader: Reader, tags: list[str], terms: list[str], namespac
                on rv.space_id = {reader.space.space_id:d} and rv.record_id = found.record_id
         order by distance nulls last, found.record_id"""
     return FetchedList(
-        reader.candidates(sql, ["text[]", "public.vector", "text[]"], [tags, reader.request.vector, terms])
+        reader.candidates(sql, ["text[]", "public.vector", "text[]"], [tags, reader.request.vector, labels])
     )
 
 
@@ -286,7 +294,7 @@ def whole_match(reader: Reader, match: TagMatch, terms: list[str]) -> Match:
     plpy, lanes = reader.plpy, reader.lanes_sql
     tags_sql = quoted_array(plpy, match.tags, "text")
     edges = match.edges
-    broad_ends = broad_ends_sql(reader, edges, terms)
+    broad_ends = broad_ends_sql(reader, edges)
     ids_sql = fragments.tagged(tags_sql, lanes) + (f" union all ({broad_ends})" if broad_ends else "")
     # The largest tag's count, plus what the other tags and the edges add.
     largest, *others = match.tags or [""]
@@ -298,13 +306,13 @@ def whole_match(reader: Reader, match: TagMatch, terms: list[str]) -> Match:
                           where l.record_id = o.record_id and l.tag operator(pg_catalog.=) $1)"""
     size = match.size
     count_args = (largest, others, edges.narrow_endpoints)
-    ends_edge = ends_matched_edge(reader, edges, terms)
+    ends_edge = ends_matched_edge(reader, edges)
 
     def count_up_to(limit: int) -> int:
         """Each broad term's ends counted up to the limit; the whole counted once every part is below it."""
         if size.lower >= limit:
             return limit
-        counts = broad_ends_up_to(reader, edges, terms, limit)
+        counts = broad_ends_up_to(reader, edges, limit)
         if max(counts, default=0) >= limit:
             return limit
         if len(counts) == 1 and not (match.tags or edges.narrow_terms):
@@ -368,15 +376,16 @@ def visible_members(reader: Reader, record_ids: list[int], lanes: list[str], nam
     matched tag, or a matched edge both of whose ends lie in those lanes."""
     terms = list(reader.request.analysis.terms_for_labels)
     lanes_sql = quoted_array(reader.plpy, lanes, "text") if lanes else "array[]::text[]"
+    labels = sorted(matched_labels(reader, terms, namespaced))
     tag_within = fragments.labels_within("v.tag_terms", "$2", "v.namespace_terms" if namespaced else None)
     rows = reader.execute(
         f"""select id from pg_catalog.unnest($1::bigint[]) as id
             where exists (select from emem.record_tags as rt
                           join emem.tag_vocabulary as v on v.tag = rt.tag and v.lane_name = rt.lane_name
                           where rt.record_id = id and {tag_within})
-               or {fragments.ends_matched_edge("id", "$2", lanes_sql, namespaced=namespaced)}""",
-        ["bigint[]", "text[]"],
-        [record_ids, terms],
+               or {visible_ends(reader, "id", "$3", lanes_sql)}""",
+        ["bigint[]", "text[]", "text[]"],
+        [record_ids, terms, labels],
         cache=False,
     )
     return {row["id"] for row in rows}

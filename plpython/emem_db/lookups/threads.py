@@ -10,10 +10,10 @@ Tuning.thread_radius positions of an anchor: by the anchor's IDF, then by how fa
 distance (degraded: by position, then record id). Dates stay out of the order.
 """
 
-from emem_db import fragments
-from emem_db.lists.fetched import FetchedList
-from emem_db.lookups.fulltext import document_frequencies, inverse_document_frequency, term_queries
-from emem_db.reader import Reader
+from .. import fragments
+from ..lists.fetched import FetchedList
+from ..lookups.fulltext import document_frequencies, inverse_document_frequency, term_queries
+from ..reader import Reader
 
 
 def thread_context(reader: Reader) -> FetchedList:

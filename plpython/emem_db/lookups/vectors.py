@@ -4,16 +4,16 @@ vector is stale (NULL until the embedding queue fills it again) takes no part. U
 isolation the scans are filtered to the readable lanes (iterative HNSW scans), so that no other
 lane's volume can push readable records out of the nearest."""
 
-from emem_db import fragments
-from emem_db.lists.fetched import FetchedList
-from emem_db.reader import Reader
+from .. import fragments
+from ..lists.fetched import FetchedList
+from ..reader import Reader
 
 
 def record_vectors(reader: Reader) -> FetchedList:
     sql = f"""
         select rv.record_id, {reader.vector_distance_sql("rv.embedding")} as distance
         from emem.record_vectors as rv
-        where rv.space_id = {reader.space.space_id:d}{fragments.record_in_lanes("rv.record_id", reader.lanes_sql)}
+        where rv.space_id = {reader.space.space_id:d}{fragments.in_lanes("rv.lane_name", reader.lanes_sql)}
         order by distance limit $2"""
     return nearest(reader, sql, reader.request.candidate_counts["record_vectors"])
 

@@ -6,7 +6,7 @@ create function emem._label_terms(label text) returns text[]
 language plpython3u immutable strict parallel safe
 set search_path = pg_catalog, pg_temp
 as $$
-from emem_db.entry import backend
+from @MODULE@.entry import backend
 return backend(GD, plpy, "@EXTVERSION@").label_terms(label)
 $$;
 comment on function emem._label_terms(text) is
@@ -16,32 +16,18 @@ create function emem._label_namespace_terms(label text) returns text[]
 language plpython3u immutable strict parallel safe
 set search_path = pg_catalog, pg_temp
 as $$
-from emem_db.entry import backend
+from @MODULE@.entry import backend
 return backend(GD, plpy, "@EXTVERSION@").namespace_terms(label)
 $$;
 comment on function emem._label_namespace_terms(text) is
   'The terms of a label''s key: namespace (empty without one): the seed''s tags lookup asks for them in the question, the opt-in components do not.';
-
--- An edge's label terms qualified by its ends' lanes ('ops/invoice'): one GIN index finds the
--- edges a question names within the lanes a caller reads, however many other lanes' edges match.
--- A lane name holds no '/', so the first one ends it.
-create function emem._lane_qualified(lanes text[], terms text[]) returns text[]
-language sql immutable strict parallel safe
-set search_path = pg_catalog, pg_temp
-as $$
-select coalesce(pg_catalog.array_agg(distinct l operator(pg_catalog.||) '/' operator(pg_catalog.||) t), '{}')
-from pg_catalog.unnest(lanes) as l, pg_catalog.unnest(terms) as t
-where l is not null
-$$;
-comment on function emem._lane_qualified(text[], text[]) is
-  'Each term prefixed with each lane and a slash (''ops/invoice''): edge label terms within lanes.';
 
 create function emem.analyse_question(question text) returns jsonb
 language plpython3u immutable strict parallel safe
 set search_path = pg_catalog, pg_temp
 as $$
 import json
-from emem_db.entry import backend
+from @MODULE@.entry import backend
 analysis = backend(GD, plpy, "@EXTVERSION@").analyse(question)
 return json.dumps({"terms": analysis.terms, "known_words": analysis.known_words,
                    "unknown_terms": analysis.unknown_terms, "stop_words": analysis.stop_words})

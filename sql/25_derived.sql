@@ -1,0 +1,490 @@
+-- The rows that derive from others, written by the write API in the statements that write what
+-- they derive from (there are no triggers: see 10_schema.sql). Each function is set-based: a bulk
+-- write touches each tag, label or queue entry once. Rows are written in key order, so that
+-- concurrent writers of one lane lock them in one order; a writer writes only rows of the lanes it
+-- writes, so that no lock is ever shared between lanes.
+-- They run as the extension's owner (they are called by SECURITY DEFINER functions only).
+
+-- A label's terms as the vocabularies hold them: known labels are not analysed again.
+create function emem._tag_terms(tag text) returns text[]
+language sql stable strict
+set search_path = pg_catalog, pg_temp
+as $$
+    select coalesce((select v.tag_terms from emem.tag_vocabulary as v where v.tag operator(pg_catalog.=) _tag_terms.tag limit 1),
+                    emem._label_terms(tag))
+$$;
+comment on function emem._tag_terms(text) is 'A tag''s terms: from the tag vocabulary when any lane knows the tag, else analysed.';
+
+create function emem._tag_namespace_terms(tag text) returns text[]
+language sql stable strict
+set search_path = pg_catalog, pg_temp
+as $$
+    select coalesce((select v.namespace_terms from emem.tag_vocabulary as v
+                     where v.tag operator(pg_catalog.=) _tag_namespace_terms.tag limit 1),
+                    emem._label_namespace_terms(tag))
+$$;
+comment on function emem._tag_namespace_terms(text) is 'A tag''s namespace terms: from the tag vocabulary when known, else analysed.';
+
+-- ---- tags ------------------------------------------------------------------------------------------
+
+-- Tags (record, lane, tag: parallel arrays, tags in stored form) written, and counted in their
+-- lanes' vocabulary; tags a record has already are kept. Returns how many were new.
+create function emem._add_tags(record_ids bigint[], lanes text[], tags text[]) returns bigint
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    added bigint;
+begin
+    with wanted as (
+        select distinct w.record_id, w.lane_name, w.tag
+        from rows from (pg_catalog.unnest(record_ids), pg_catalog.unnest(lanes), pg_catalog.unnest(tags)) as w (record_id, lane_name, tag)
+    ), written as (
+        insert into emem.record_tags as rt (record_id, tag, lane_name)
+        select w.record_id, w.tag, w.lane_name from wanted as w
+        order by w.lane_name, w.tag, w.record_id
+        on conflict do nothing
+        returning rt.lane_name, rt.tag
+    ), counted as (
+        insert into emem.tag_vocabulary as v (lane_name, tag, tag_terms, namespace_terms, record_count)
+        select c.lane_name, c.tag, emem._tag_terms(c.tag), emem._tag_namespace_terms(c.tag), c.records
+        from (select w.lane_name, w.tag, pg_catalog.count(*) as records from written as w
+              group by w.lane_name, w.tag) as c
+        order by c.lane_name, c.tag
+        on conflict (lane_name, tag) do update set record_count = v.record_count + excluded.record_count
+    )
+    select pg_catalog.count(*) into added from written;
+    return added;
+end
+$$;
+comment on function emem._add_tags(bigint[], text[], text[]) is
+  'Writes tags (parallel arrays of record, lane and stored tag) and counts them in their lanes'' tag vocabulary; returns how many were new.';
+
+-- Tags removed: those of these records (all of them when tags is NULL), uncounted.
+create function emem._remove_tags(record_ids bigint[], tags text[]) returns bigint
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    removed bigint;
+begin
+    with gone as (
+        delete from emem.record_tags as rt
+        where rt.record_id = any (record_ids) and (tags is null or rt.tag = any (tags))
+        returning rt.lane_name, rt.tag
+    ), uncounted as (
+        update emem.tag_vocabulary as v set record_count = v.record_count - g.records
+        from (select g.lane_name, g.tag, pg_catalog.count(*) as records from gone as g
+              group by g.lane_name, g.tag order by g.lane_name, g.tag) as g
+        where v.lane_name = g.lane_name and v.tag = g.tag
+        returning g.records
+    )
+    select coalesce(pg_catalog.sum(u.records), 0) into removed from uncounted as u;
+    return removed;
+end
+$$;
+comment on function emem._remove_tags(bigint[], text[]) is
+  'Removes tags of records (tags NULL: all of them) and uncounts them in the tag vocabulary; returns how many went.';
+
+-- ---- edge labels -----------------------------------------------------------------------------------
+
+-- An edge is matched through its relation name (words split at underscores) and every scalar
+-- value of its properties, however deeply nested: its labels, each once.
+create function emem._edge_label_texts(relation text, properties jsonb) returns setof text
+language sql immutable strict parallel safe
+set search_path = pg_catalog, pg_temp
+as $$
+    select label
+    from (select pg_catalog.replace(relation, '_', ' ') as label
+          union
+          select value #>> '{}'
+          from pg_catalog.jsonb_path_query(properties, 'strict $.**') as value
+          where pg_catalog.jsonb_typeof(value) in ('string', 'number')) as labels
+    where pg_catalog.btrim(label) <> ''
+$$;
+comment on function emem._edge_label_texts(text, jsonb) is 'The labels of an edge: its relation name (underscores as spaces) and each scalar property value.';
+
+-- The labels of these edges written: a row per end and label, and each new label in the
+-- vocabulary of its from end's lane (the lane its writer writes).
+create function emem._write_edge_labels(edge_ids bigint[]) returns void
+language sql
+set search_path = pg_catalog, pg_temp
+as $$
+    with labelled as materialized (
+        select e.edge_id, e.from_record_id, e.to_record_id, e.from_lane_name, e.to_lane_name, l.label,
+               coalesce(known.label_terms, emem._label_terms(l.label)) as label_terms,
+               coalesce(known.namespace_terms, emem._label_namespace_terms(l.label)) as namespace_terms
+        from emem.edges as e
+        cross join lateral emem._edge_label_texts(e.relation, e.properties) as l (label)
+        left join lateral (select v.label_terms, v.namespace_terms from emem.edge_label_vocabulary as v
+                           where v.label = l.label limit 1) as known on true
+        where e.edge_id = any (edge_ids)
+    ), ends as (
+        insert into emem.edge_labels (record_id, lane_name, label, edge_id, far_record_id, far_lane_name,
+                                      label_terms, namespace_terms)
+        select ends.record_id, ends.lane_name, n.label, n.edge_id, ends.far_record_id, ends.far_lane_name,
+               n.label_terms, n.namespace_terms
+        from labelled as n
+        cross join lateral (values (n.from_record_id, n.from_lane_name, n.to_record_id, n.to_lane_name, true),
+                                   (n.to_record_id, n.to_lane_name, n.from_record_id, n.from_lane_name, false))
+            as ends (record_id, lane_name, far_record_id, far_lane_name, is_from)
+        where ends.is_from or n.from_record_id <> n.to_record_id  -- a loop: one row
+        order by n.label, ends.record_id, n.edge_id
+        on conflict do nothing
+    )
+    insert into emem.edge_label_vocabulary (lane_name, label, label_terms, namespace_terms)
+    select distinct on (n.from_lane_name, n.label) n.from_lane_name, n.label, n.label_terms, n.namespace_terms
+    from labelled as n
+    order by n.from_lane_name, n.label
+    on conflict do nothing
+$$;
+comment on function emem._write_edge_labels(bigint[]) is
+  'Writes the label rows (one per end and label) of these edges and adds new labels to the from ends'' lanes'' label vocabulary.';
+
+-- ---- what hangs on a record ------------------------------------------------------------------------
+
+-- Records deleted with everything that hangs on them: tags (uncounted), vectors, the windows that
+-- hold them (a window that loses a member goes: its vector spoke for text that is gone), queued
+-- work, and the edges at them with their labels. Returns how many records went.
+create function emem._delete_records(record_ids bigint[]) returns bigint
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    deleted bigint;
+    gone_windows bigint[];
+    gone_edges bigint[];
+begin
+    perform emem._remove_tags(record_ids, null);
+    delete from emem.record_vectors as v where v.record_id = any (record_ids);
+    gone_windows := array(select distinct m.window_id from emem.window_members as m where m.record_id = any (record_ids));
+    perform emem._delete_windows(gone_windows);
+    delete from emem.embedding_queue as q where q.record_id = any (record_ids);
+    gone_edges := array(select distinct l.edge_id from emem.edge_labels as l where l.record_id = any (record_ids)
+                        union
+                        select e.edge_id from emem.edges as e where e.from_record_id = any (record_ids)
+                        union
+                        select e.edge_id from emem.edges as e where e.to_record_id = any (record_ids));
+    perform emem._delete_edges(gone_edges);
+    delete from emem.records as r where r.record_id = any (record_ids);
+    get diagnostics deleted = row_count;
+    return deleted;
+end
+$$;
+comment on function emem._delete_records(bigint[]) is 'Deletes records and everything that hangs on them; returns how many records went.';
+
+create function emem._delete_edges(edge_ids bigint[]) returns bigint
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    deleted bigint;
+begin
+    delete from emem.edge_labels as l where l.edge_id = any (edge_ids);
+    delete from emem.edges as e where e.edge_id = any (edge_ids);
+    get diagnostics deleted = row_count;
+    return deleted;
+end
+$$;
+comment on function emem._delete_edges(bigint[]) is 'Deletes edges with their label rows; returns how many edges went.';
+
+-- Windows deleted with their members. A run no window remembers any more leaves the queue; one
+-- still known in another space is queued where it now lacks a current window.
+create function emem._delete_windows(window_ids bigint[]) returns bigint
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    deleted bigint;
+    runs emem._window_run[];
+begin
+    if pg_catalog.cardinality(window_ids) = 0 then
+        return 0;
+    end if;
+    runs := array(select distinct row(w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)::emem._window_run
+                  from emem.windows as w where w.window_id = any (window_ids));
+    delete from emem.window_members as m where m.window_id = any (window_ids);
+    delete from emem.windows as w where w.window_id = any (window_ids);
+    get diagnostics deleted = row_count;
+    delete from emem.embedding_queue as q
+    using pg_catalog.unnest(runs) as run
+    where q.record_id is null
+      and (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position)
+          = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position)
+      and not exists (select from emem.windows as w
+                      where (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
+                          = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position));
+    perform emem._sync_runs(array(
+        select run from pg_catalog.unnest(runs) as run
+        where exists (select from emem.windows as w
+                      where (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
+                          = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position))));
+    return deleted;
+end
+$$;
+comment on function emem._delete_windows(bigint[]) is 'Deletes windows with their members and keeps the queue of their runs true; returns how many went.';
+
+-- ---- the embedding queue ---------------------------------------------------------------------------
+
+-- Records queued in every space where they lack a vector (an entry already there is kept).
+create function emem._queue_records(record_ids bigint[]) returns void
+language sql
+set search_path = pg_catalog, pg_temp
+as $$
+    insert into emem.embedding_queue (space_id, lane_name, record_id)
+    select s.space_id, r.lane_name, r.record_id
+    from emem.records as r cross join emem.embedding_spaces as s
+    where r.record_id = any (record_ids)
+      and not exists (select from emem.record_vectors as v
+                      where v.record_id = r.record_id and v.space_id = s.space_id and v.lane_name = r.lane_name)
+    order by r.lane_name, s.space_id, r.record_id
+    on conflict do nothing
+$$;
+comment on function emem._queue_records(bigint[]) is 'Queues these records in every embedding space where they lack a vector.';
+
+-- Window runs made true in the queue: done in the spaces that hold a current window for them (an
+-- entry a worker holds is left to it), queued in those that do not (a run is wanted in every space).
+create function emem._sync_runs(runs emem._window_run[]) returns void
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if pg_catalog.cardinality(runs) = 0 then
+        return;
+    end if;
+    delete from emem.embedding_queue as q
+    where q.queue_id in (
+        select e.queue_id
+        from (select distinct r.* from pg_catalog.unnest(runs) as r) as run
+        join emem.embedding_queue as e
+          on e.record_id is null and (e.lane_name, e.thread_kind, e.thread_id, e.first_position, e.last_position)
+                                     = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position)
+        where exists (select from emem.windows as w
+                      where w.space_id = e.space_id and w.embedding is not null
+                        and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
+                          = (e.lane_name, e.thread_kind, e.thread_id, e.first_position, e.last_position))
+        for update of e skip locked);
+    insert into emem.embedding_queue (space_id, lane_name, thread_kind, thread_id, first_position, last_position)
+    select s.space_id, run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position
+    from (select distinct r.* from pg_catalog.unnest(runs) as r) as run
+    cross join emem.embedding_spaces as s
+    where not exists (select from emem.windows as w
+                      where w.space_id = s.space_id and w.embedding is not null
+                        and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
+                          = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position))
+    order by run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position, s.space_id
+    on conflict do nothing;
+end
+$$;
+comment on function emem._sync_runs(emem._window_run[]) is
+  'Takes window runs off the queue of the spaces that hold a current window for them, and queues them in the others.';
+
+-- Record vectors written: their entries are done (an entry a worker holds is left to it).
+create function emem._dequeue_records(space_id integer, record_ids bigint[]) returns void
+language sql
+set search_path = pg_catalog, pg_temp
+as $$
+    delete from emem.embedding_queue as q
+    where q.queue_id in (select e.queue_id from emem.embedding_queue as e
+                         where e.space_id = _dequeue_records.space_id and e.record_id = any (record_ids)
+                         for update of e skip locked)
+$$;
+comment on function emem._dequeue_records(integer, bigint[]) is 'Takes records whose vector was written in a space off its queue.';
+
+-- The window runs that hold any of these records: those of their windows in any space, and those
+-- only queued.
+create function emem._runs_holding(record_ids bigint[])
+returns table (lane_name text, thread_kind emem.record_kind, thread_id text, first_position integer, last_position integer)
+language sql stable
+set search_path = pg_catalog, pg_temp
+as $$
+    select w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position
+    from emem.window_members as m join emem.windows as w on w.window_id = m.window_id and w.lane_name = m.lane_name
+    where m.record_id = any (record_ids)
+    union
+    select q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position
+    from emem.records as r
+    join emem.embedding_queue as q
+      on q.record_id is null and q.lane_name = r.lane_name and q.thread_kind = r.kind and q.thread_id = r.thread_id
+     and r.thread_position between q.first_position and q.last_position
+    where r.record_id = any (record_ids)
+$$;
+comment on function emem._runs_holding(bigint[]) is 'The window runs (in any space, or queued) that hold any of the records.';
+
+-- Records whose text changed: queued again in every space under a fresh entry (a worker that
+-- claimed the old one cannot store for it: it waits for the worker holding it, then the vector
+-- written for the old text goes), the windows that hold them lose their vectors and are queued.
+create function emem._requeue_edited(record_ids bigint[]) returns void
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    insert into emem.embedding_queue as q (space_id, lane_name, record_id)
+    select s.space_id, r.lane_name, r.record_id
+    from emem.records as r cross join emem.embedding_spaces as s
+    where r.record_id = any (record_ids)
+    order by r.lane_name, s.space_id, r.record_id
+    on conflict (space_id, record_id, lane_name) where record_id is not null do update
+        set queue_id = pg_catalog.nextval('emem.embedding_queue_queue_id_seq'), queued_at = excluded.queued_at,
+            attempts = 0, not_before = null, last_error = null;
+    update emem.windows as w set embedding = null
+    where w.window_id in (select m.window_id from emem.window_members as m where m.record_id = any (record_ids))
+      and w.embedding is not null;
+    insert into emem.embedding_queue as q (space_id, lane_name, thread_kind, thread_id, first_position, last_position)
+    select s.space_id, run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position
+    from emem._runs_holding(record_ids) as run
+    cross join emem.embedding_spaces as s
+    order by run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position, s.space_id
+    on conflict (lane_name, thread_kind, thread_id, first_position, last_position, space_id) where record_id is null
+    do update set queue_id = pg_catalog.nextval('emem.embedding_queue_queue_id_seq'), queued_at = excluded.queued_at,
+                  attempts = 0, not_before = null, last_error = null;
+    delete from emem.record_vectors as v where v.record_id = any (record_ids);
+end
+$$;
+comment on function emem._requeue_edited(bigint[]) is
+  'After an edit of these records'' text: queued again in every space, the windows holding them stale and queued, their vectors removed.';
+
+-- pgvector indexes need a fixed dimension: each space gets partial expression indexes for its
+-- record and window vectors.
+create function emem._create_space_indexes(space_id integer, dimension integer) returns void
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    execute pg_catalog.format(
+        'create index if not exists record_vectors_space_%1$s on emem.record_vectors '
+        'using hnsw ((embedding::public.vector(%2$s)) public.vector_cosine_ops) where space_id = %1$s',
+        space_id, dimension);
+    execute pg_catalog.format(
+        'create index if not exists windows_space_%1$s on emem.windows '
+        'using hnsw ((embedding::public.vector(%2$s)) public.vector_cosine_ops) where space_id = %1$s',
+        space_id, dimension);
+end
+$$;
+comment on function emem._create_space_indexes(integer, integer) is 'Creates the HNSW indexes of an embedding space.';
+
+-- ---- checking and rebuilding what derives ----------------------------------------------------------
+
+-- Every derived row as the base rows imply it: tags' and vectors' lanes, the tag vocabulary's
+-- counts, the edges' lanes and label rows, the label vocabulary, the window members' lanes, and
+-- the embedding queue's entries for what lacks a vector. A write around the API (a DBA's UPDATE)
+-- shows here; emem.rebuild_derived() writes it all again.
+create function emem.check_derived()
+returns table (derived text, problem text, detail text)
+language plpgsql stable
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    return query
+    select 'record_tags', 'lane differs from its record''s', pg_catalog.format('record %s, tag %s', t.record_id, t.tag)
+    from emem.record_tags as t join emem.records as r on r.record_id = t.record_id where r.lane_name <> t.lane_name
+    union all
+    select 'record_tags', 'tag of no record', pg_catalog.format('record %s, tag %s', t.record_id, t.tag)
+    from emem.record_tags as t where not exists (select from emem.records as r where r.record_id = t.record_id)
+    union all
+    select 'tag_vocabulary', 'count differs', pg_catalog.format('lane %s, tag %s: %s counted, %s tagged',
+                                                               coalesce(v.lane_name, c.lane_name), coalesce(v.tag, c.tag),
+                                                               coalesce(v.record_count, 0), coalesce(c.records, 0))
+    from emem.tag_vocabulary as v
+    full join (select t.lane_name, t.tag, pg_catalog.count(*) as records from emem.record_tags as t
+               group by t.lane_name, t.tag) as c on c.lane_name = v.lane_name and c.tag = v.tag
+    where coalesce(v.record_count, 0) <> coalesce(c.records, 0) or v.tag is null
+    union all
+    select 'record_vectors', 'lane differs from its record''s or no record', pg_catalog.format('record %s, space %s', v.record_id, v.space_id)
+    from emem.record_vectors as v left join emem.records as r on r.record_id = v.record_id
+    where r.lane_name is distinct from v.lane_name
+    union all
+    select 'edges', 'an end''s lane differs from its record''s or an end is gone', pg_catalog.format('edge %s', e.edge_id)
+    from emem.edges as e
+    left join emem.records as f on f.record_id = e.from_record_id
+    left join emem.records as t on t.record_id = e.to_record_id
+    where f.lane_name is distinct from e.from_lane_name or t.lane_name is distinct from e.to_lane_name
+    union all
+    (select 'edge_labels', case when have.edge_id is null then 'missing' else 'left over' end,
+            pg_catalog.format('edge %s, end %s, label %s', coalesce(want.edge_id, have.edge_id),
+                              coalesce(want.record_id, have.record_id), coalesce(want.label, have.label))
+     from (select ends.record_id, ends.lane_name, l.label, e.edge_id, ends.far_record_id, ends.far_lane_name
+           from emem.edges as e
+           cross join lateral emem._edge_label_texts(e.relation, e.properties) as l (label)
+           cross join lateral (values (e.from_record_id, e.from_lane_name, e.to_record_id, e.to_lane_name, true),
+                                      (e.to_record_id, e.to_lane_name, e.from_record_id, e.from_lane_name, false))
+               as ends (record_id, lane_name, far_record_id, far_lane_name, is_from)
+           where ends.is_from or e.from_record_id <> e.to_record_id) as want
+     full join emem.edge_labels as have
+       on (have.record_id, have.lane_name, have.label, have.edge_id, have.far_record_id, have.far_lane_name)
+        = (want.record_id, want.lane_name, want.label, want.edge_id, want.far_record_id, want.far_lane_name)
+     where have.edge_id is null or want.edge_id is null)
+    union all
+    select 'edge_label_vocabulary', 'a label of its lane''s edges is missing', pg_catalog.format('lane %s, label %s', l.lane_name, l.label)
+    from (select distinct e.from_lane_name as lane_name, l.label from emem.edge_labels as l
+          join emem.edges as e on e.edge_id = l.edge_id) as l
+    where not exists (select from emem.edge_label_vocabulary as v where v.lane_name = l.lane_name and v.label = l.label)
+    union all
+    select 'window_members', 'lane differs from its window''s or no window', pg_catalog.format('window %s, record %s', m.window_id, m.record_id)
+    from emem.window_members as m left join emem.windows as w on w.window_id = m.window_id
+    where w.lane_name is distinct from m.lane_name
+    union all
+    select 'embedding_queue', 'lane differs from its record''s', pg_catalog.format('queue entry %s, record %s', q.queue_id, q.record_id)
+    from emem.embedding_queue as q join emem.records as r on r.record_id = q.record_id where r.lane_name <> q.lane_name
+    union all
+    select 'embedding_queue', 'a record without a vector is not queued', pg_catalog.format('space %s, record %s', s.space_id, r.record_id)
+    from emem.records as r cross join emem.embedding_spaces as s
+    where not exists (select from emem.record_vectors as v where v.record_id = r.record_id and v.space_id = s.space_id)
+      and not exists (select from emem.embedding_queue as q where q.space_id = s.space_id and q.record_id = r.record_id)
+    union all
+    select 'embedding_queue', 'a window run without a current window is not queued',
+           pg_catalog.format('space %s, %s %s %s-%s', s.space_id, run.thread_kind, run.thread_id, run.first_position,
+                             run.last_position)
+    from (select distinct w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position from emem.windows as w) as run
+    cross join emem.embedding_spaces as s
+    where not exists (select from emem.windows as w
+                      where w.space_id = s.space_id and w.embedding is not null
+                        and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
+                          = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position))
+      and not exists (select from emem.embedding_queue as q
+                      where q.space_id = s.space_id and q.record_id is null
+                        and (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position)
+                          = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position));
+end
+$$;
+comment on function emem.check_derived() is
+  'Lists every derived row (lanes of tags, vectors, edges and window members; tag vocabulary counts; edge label rows; label vocabulary; queued embedding work) that differs from what the base rows imply; empty when all is true. For the extension''s owner.';
+
+create function emem.rebuild_derived() returns bigint
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    problems bigint := (select pg_catalog.count(*) from emem.check_derived());
+begin
+    lock table emem.records, emem.record_tags, emem.edges, emem.windows, emem.window_members in share mode;
+    update emem.record_tags as t set lane_name = r.lane_name from emem.records as r
+        where r.record_id = t.record_id and r.lane_name <> t.lane_name;
+    delete from emem.record_tags as t where not exists (select from emem.records as r where r.record_id = t.record_id);
+    delete from emem.tag_vocabulary;
+    insert into emem.tag_vocabulary (lane_name, tag, tag_terms, record_count, namespace_terms)
+    select t.lane_name, t.tag, emem._label_terms(t.tag), pg_catalog.count(*), emem._label_namespace_terms(t.tag)
+    from emem.record_tags as t group by t.lane_name, t.tag order by t.lane_name, t.tag;
+    update emem.record_vectors as v set lane_name = r.lane_name from emem.records as r
+        where r.record_id = v.record_id and r.lane_name <> v.lane_name;
+    delete from emem.record_vectors as v where not exists (select from emem.records as r where r.record_id = v.record_id);
+    delete from emem.edges as e
+        where not exists (select from emem.records as r where r.record_id = e.from_record_id)
+           or not exists (select from emem.records as r where r.record_id = e.to_record_id);
+    update emem.edges as e set from_lane_name = r.lane_name from emem.records as r
+        where r.record_id = e.from_record_id and r.lane_name <> e.from_lane_name;
+    update emem.edges as e set to_lane_name = r.lane_name from emem.records as r
+        where r.record_id = e.to_record_id and r.lane_name <> e.to_lane_name;
+    delete from emem.edge_labels;
+    perform emem._write_edge_labels(array(select e.edge_id from emem.edges as e order by e.edge_id));
+    update emem.window_members as m set lane_name = w.lane_name from emem.windows as w
+        where w.window_id = m.window_id and w.lane_name <> m.lane_name;
+    delete from emem.window_members as m where not exists (select from emem.windows as w where w.window_id = m.window_id);
+    update emem.embedding_queue as q set lane_name = r.lane_name from emem.records as r
+        where r.record_id = q.record_id and r.lane_name <> q.lane_name;
+    perform emem._queue_missing(s.space_id, null) from emem.embedding_spaces as s;
+    return problems;
+end
+$$;
+comment on function emem.rebuild_derived() is
+  'Writes every derived row again from the base rows (after writes around the API, say a DBA''s UPDATE or a load with COPY); returns how many problems emem.check_derived() found before. For the extension''s owner.';
