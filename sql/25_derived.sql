@@ -344,6 +344,18 @@ $$;
 comment on function emem._requeue_edited(bigint[]) is
   'After an edit of these records'' text: queued again in every space, the windows holding them stale and queued, their vectors removed.';
 
+-- How many of a space's two HNSW indexes are missing (pg_dump leaves out indexes it did not create
+-- with the extension: after a restore, emem.rebuild_derived() creates them again).
+create function emem._missing_space_indexes(space_id integer) returns integer
+language sql stable
+set search_path = pg_catalog, pg_temp
+as $$
+    select 2 - pg_catalog.count(*)::integer from pg_catalog.pg_class as c
+    where c.relnamespace = 'emem'::pg_catalog.regnamespace and c.relkind = 'i'
+      and c.relname in (pg_catalog.format('record_vectors_space_%s', space_id), pg_catalog.format('windows_space_%s', space_id))
+$$;
+comment on function emem._missing_space_indexes(integer) is 'How many of an embedding space''s two HNSW indexes do not exist.';
+
 -- pgvector indexes need a fixed dimension: each space gets partial expression indexes for its
 -- record and window vectors.
 create function emem._create_space_indexes(space_id integer, dimension integer) returns void
@@ -376,6 +388,11 @@ set search_path = pg_catalog, pg_temp
 as $$
 begin
     return query
+    select 'indexes', 'an embedding space lacks its HNSW indexes (a restore does not bring them)',
+           pg_catalog.format('space %s', s.space_id)
+    from emem.embedding_spaces as s
+    where emem._missing_space_indexes(s.space_id) > 0
+    union all
     select 'record_tags', 'lane differs from its record''s', pg_catalog.format('record %s, tag %s', t.record_id, t.tag)
     from emem.record_tags as t join emem.records as r on r.record_id = t.record_id where r.lane_name <> t.lane_name
     union all
@@ -458,6 +475,7 @@ declare
     problems bigint := (select pg_catalog.count(*) from emem.check_derived());
 begin
     lock table emem.records, emem.record_tags, emem.edges, emem.windows, emem.window_members in share mode;
+    perform emem._create_space_indexes(s.space_id, s.dimension) from emem.embedding_spaces as s;
     update emem.record_tags as t set lane_name = r.lane_name from emem.records as r
         where r.record_id = t.record_id and r.lane_name <> t.lane_name;
     delete from emem.record_tags as t where not exists (select from emem.records as r where r.record_id = t.record_id);

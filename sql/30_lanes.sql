@@ -92,7 +92,7 @@ comment on function emem._readable_lanes_or_refuse() is
 -- a policy: Citus refuses them); it runs as the owner, because the bindings are not the querying
 -- role's to read, and it answers only for the session's own role (or one it acts as a member of):
 -- nobody learns another role's lanes from it.
-create function emem._policy_lanes(querying name) returns text[]
+create function emem.policy_lanes(querying name) returns text[]
 language sql stable
 security definer  -- reads the bindings and profiles, which row-level security hides from agents
 set search_path = pg_catalog, pg_temp
@@ -103,25 +103,25 @@ as $$
                 else '{}' end
     from pg_catalog.pg_roles as r where r.rolname = querying
 $$;
-comment on function emem._policy_lanes(name) is
+comment on function emem.policy_lanes(name) is
   'The lanes the querying role may read directly (row-level security); empty for a role the session does not act as.';
 
-create function emem._policy_profile(querying name) returns text
+create function emem.policy_profile(querying name) returns text
 language sql stable
-security definer  -- as emem._policy_lanes
+security definer  -- as emem.policy_lanes
 set search_path = pg_catalog, pg_temp
 as $$
     select case when pg_catalog.pg_has_role(emem._acting_role(), r.oid, 'USAGE')
                 then emem._bound_profile(r.oid::pg_catalog.regrole) end
     from pg_catalog.pg_roles as r where r.rolname = querying
 $$;
-comment on function emem._policy_profile(name) is
+comment on function emem.policy_profile(name) is
   'The agent profile the querying role is bound to (row-level security); NULL for a role the session does not act as.';
 
 create function emem.readable_lanes() returns setof text
 language sql stable
 set search_path = pg_catalog, pg_temp
-as $$ select pg_catalog.unnest(emem._policy_lanes(current_user)) $$;
+as $$ select pg_catalog.unnest(emem.policy_lanes(current_user)) $$;
 comment on function emem.readable_lanes() is
   'The lanes the current role may read: those of the agent profile it is bound to (every lane for the extension''s owner).';
 
@@ -292,29 +292,29 @@ comment on function emem.role_bindings(boolean) is
 -- Row-level security: a row is visible when its lane is readable, an edge when both its ends'
 -- lanes are. No subquery in a policy (Citus refuses them): the lanes come from a function.
 create policy own_binding on emem.role_profiles for select
-    using (role_name operator(pg_catalog.=) current_user and profile_name operator(pg_catalog.=) emem._policy_profile(current_user));
+    using (role_name operator(pg_catalog.=) current_user and profile_name operator(pg_catalog.=) emem.policy_profile(current_user));
 create policy own_profile on emem.agent_profiles for select
-    using (profile_name operator(pg_catalog.=) emem._policy_profile(current_user));
+    using (profile_name operator(pg_catalog.=) emem.policy_profile(current_user));
 create policy own_profile_lanes on emem.profile_lanes for select
-    using (profile_name operator(pg_catalog.=) emem._policy_profile(current_user));
+    using (profile_name operator(pg_catalog.=) emem.policy_profile(current_user));
 create policy readable_lane on emem.lanes for select
-    using (lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user)));
+    using (lane_name operator(pg_catalog.=) any (emem.policy_lanes(current_user)));
 create policy readable_lane on emem.records for select
-    using (lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user)));
+    using (lane_name operator(pg_catalog.=) any (emem.policy_lanes(current_user)));
 create policy readable_lane on emem.record_tags for select
-    using (lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user)));
+    using (lane_name operator(pg_catalog.=) any (emem.policy_lanes(current_user)));
 create policy readable_lane on emem.record_vectors for select
-    using (lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user)));
+    using (lane_name operator(pg_catalog.=) any (emem.policy_lanes(current_user)));
 create policy readable_ends on emem.edges for select
-    using (from_lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user))
-       and to_lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user)));
+    using (from_lane_name operator(pg_catalog.=) any (emem.policy_lanes(current_user))
+       and to_lane_name operator(pg_catalog.=) any (emem.policy_lanes(current_user)));
 create policy readable_ends on emem.edge_labels for select
-    using (lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user))
-       and far_lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user)));
+    using (lane_name operator(pg_catalog.=) any (emem.policy_lanes(current_user))
+       and far_lane_name operator(pg_catalog.=) any (emem.policy_lanes(current_user)));
 create policy readable_lane on emem.windows for select
-    using (lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user)));
+    using (lane_name operator(pg_catalog.=) any (emem.policy_lanes(current_user)));
 create policy readable_lane on emem.window_members for select
-    using (lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user)));
+    using (lane_name operator(pg_catalog.=) any (emem.policy_lanes(current_user)));
 
 -- The settings an agent profile's finds run under. Checked by the same code that reads them.
 create function emem._check_setting(setting text, value text) returns void

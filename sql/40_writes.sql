@@ -906,3 +906,24 @@ end
 $$;
 comment on function emem.unlink_records(bigint) is
   'Deletes an edge whose from record lies in a lane the role writes; returns whether it existed.';
+
+create function emem.drop_embedding_space(space_id integer) returns boolean
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    space emem.embedding_spaces := emem._check_space_id(space_id);
+begin
+    delete from emem.record_vectors as v where v.space_id = space.space_id;
+    delete from emem.window_members as m
+        where m.window_id in (select w.window_id from emem.windows as w where w.space_id = space.space_id);
+    delete from emem.windows as w where w.space_id = space.space_id;
+    delete from emem.embedding_queue as q where q.space_id = space.space_id;
+    execute pg_catalog.format('drop index if exists emem.record_vectors_space_%s', space.space_id);
+    execute pg_catalog.format('drop index if exists emem.windows_space_%s', space.space_id);
+    delete from emem.embedding_spaces as s where s.space_id = space.space_id;
+    return true;
+end
+$$;
+comment on function emem.drop_embedding_space(integer) is
+  'Drops an embedding space with its vectors, windows, queued work and HNSW indexes (for the extension''s owner; a space that answers finds is better switched with emem.activate_embedding_space first).';

@@ -54,6 +54,8 @@ begin
     where (lanes is null or r.lane_name = any (lanes))
       and not exists (select from emem.record_vectors as v
                       where v.space_id = _queue_missing.space_id and v.record_id = r.record_id)
+      and not exists (select from emem.embedding_queue as q  -- queued already: no id drawn for it
+                      where q.space_id = _queue_missing.space_id and q.record_id = r.record_id)
     order by r.record_id
     on conflict do nothing;
     get diagnostics added_records = row_count;
@@ -66,6 +68,10 @@ begin
                       where current.space_id = _queue_missing.space_id and current.embedding is not null
                         and (current.lane_name, current.thread_kind, current.thread_id, current.first_position,
                              current.last_position)
+                          = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position))
+      and not exists (select from emem.embedding_queue as q
+                      where q.space_id = _queue_missing.space_id and q.record_id is null
+                        and (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position)
                           = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position))
       and (select pg_catalog.count(*) from emem.records as r
            where r.lane_name = run.lane_name and r.kind = run.thread_kind and r.thread_id = run.thread_id
@@ -184,7 +190,7 @@ comment on function emem._vector_coverage_threshold() is
 
 -- Row-level security: an agent sees the queued work of the lanes it reads.
 create policy readable_lane on emem.embedding_queue for select
-    using (lane_name operator(pg_catalog.=) any (emem._policy_lanes(current_user)));
+    using (lane_name operator(pg_catalog.=) any (emem.policy_lanes(current_user)));
 
 -- ---- the embedding workers' API --------------------------------------------------------------
 -- A worker, in one transaction: claim_embeddings, embed the texts through the gateway of the

@@ -40,6 +40,9 @@ begin
             reasons := pg_catalog.array_append(reasons, 'fingerprint_mismatch');
         end if;
     end if;
+    if space.space_id is not null and emem._missing_space_indexes(space.space_id) > 0 then
+        reasons := pg_catalog.array_append(reasons, 'vector_indexes_missing');
+    end if;
     if space.space_id is not null then
         -- Writes check dimensions; a sample still catches rows written around the API.
         select pg_catalog.array_agg(distinct public.vector_dims(sample.embedding)) into stored_dimensions
@@ -68,4 +71,4 @@ begin
 end
 $$;
 comment on function emem.e_health(text, integer, text) is
-  'ok or degraded, with reasons (declaration_unreadable, no_active_space, model_mismatch, dimension_mismatch, fingerprint_mismatch, stored_vectors_mismatch, vectors_incomplete), for the model the embedding gateway declares (NULLs: it could not be read); coverage: the active space''s records and windows with a current vector, in the lanes the caller reads, degraded below emem.vector_coverage_threshold.';
+  'ok or degraded, with reasons (declaration_unreadable, no_active_space, model_mismatch, dimension_mismatch, fingerprint_mismatch, stored_vectors_mismatch, vectors_incomplete, vector_indexes_missing: after a restore, until emem.rebuild_derived()), for the model the embedding gateway declares (NULLs: it could not be read); coverage: the active space''s records and windows with a current vector, in the lanes the caller reads, degraded below emem.vector_coverage_threshold.';

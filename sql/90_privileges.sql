@@ -21,8 +21,8 @@ grant execute on function
     emem.lookup_registry(),
     emem.readable_lanes(),
     -- Row-level security calls them as the querying role: they tell it only its own lanes and profile.
-    emem._policy_lanes(name),
-    emem._policy_profile(name),
+    emem.policy_lanes(name),
+    emem.policy_profile(name),
     emem.put_records(jsonb, integer),
     emem.put_record(text, text, text, text[], real, timestamptz, text, integer, jsonb, text),
     emem.tag_record(bigint, text[]),

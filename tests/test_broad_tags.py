@@ -106,7 +106,7 @@ def test_tag_counts_follow_writes(broad: psycopg.Connection) -> None:
     for (record_id,) in some:
         broad.execute("select emem.untag_record(%s, array['broad'])", (record_id,))
     broad.execute(
-        "delete from emem.records where record_id = (select min(record_id) from emem.record_tags where tag = 'broad')"
+        "select emem.delete_records(array[(select min(record_id) from emem.record_tags where tag = 'broad')])"
     )
     assert envelope(broad, "broad", QUESTION_VECTOR, 1, 30)["total_candidates"] == BROAD - 6
 

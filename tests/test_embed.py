@@ -242,9 +242,9 @@ def test_an_edit_removes_its_vectors_and_stales_the_windows_holding_it_in_every_
             db.execute("select emem.put_window(%s, %s, %s)", (turns[start : start + 2], vector, space))
     assert queued(db) == set()
 
-    db.execute("update emem.records set authority = 0.9 where record_id = %s", (turns[1],))  # not the content
+    db.execute("select emem.update_record(%s, authority => 0.9)", (turns[1],))  # not the content
     assert queued(db) == set()
-    db.execute("update emem.records set content = 'turn 1: it works now' where record_id = %s", (turns[1],))
+    db.execute("select emem.update_record(%s, content => 'turn 1: it works now')", (turns[1],))
     edited = {(space, entry) for space in (first, second) for entry in (str(turns[1]), "t:0-1", "t:1-2")}
     assert queued(db) == edited == missing(db)
     assert db.execute("select count(*) from emem.record_vectors where record_id = %s", (turns[1],)).fetchone()[0] == 0
@@ -265,10 +265,11 @@ def test_deletes_and_moves_keep_the_queue_true(db: psycopg.Connection) -> None:
     for start in range(3):
         db.execute("select emem.put_window(%s, null)", (turns[start : start + 2],))
     notes = put(db, [{"kind": "note", "content": c, "lane": "team"} for c in NOTES[:3]])
-    db.execute("delete from emem.record_vectors where record_id = %s", (turns[0],))  # by hand: queued again
+    db.execute("delete from emem.record_vectors where record_id = %s", (turns[0],))  # by hand, around the API
+    assert db.execute("select emem.rebuild_derived()").fetchone()[0] == 1  # found, and queued again
     assert queued(db) == missing(db)
     # A deleted turn takes the windows holding it (what is left is no run) and their queue entries.
-    db.execute("delete from emem.records where record_id = %s", (turns[3],))
+    db.execute("select emem.delete_records(array[%s]::bigint[])", (turns[3],))
     assert db.execute("select count(*) from emem.windows").fetchone()[0] == 2
     assert (
         queued(db)
@@ -276,11 +277,11 @@ def test_deletes_and_moves_keep_the_queue_true(db: psycopg.Connection) -> None:
         == {(space, str(turns[0])), (space, "t:0-1"), (space, "t:1-2")} | {(space, str(n)) for n in notes}
     )
     # Queued work follows a record to another lane (an agent of that lane sees it as its own).
-    db.execute("update emem.records set lane_name = 'other' where record_id = %s", (notes[0],))
+    db.execute("select emem.move_records(array[%s]::bigint[], 'other')", (notes[0],))
     assert db.execute("select lane_name from emem.embedding_queue where record_id = %s", (notes[0],)).fetchone() == (
         "other",
     )
-    db.execute("delete from emem.embedding_spaces where space_id = %s", (space,))
+    db.execute("select emem.drop_embedding_space(%s)", (space,))
     assert queued(db) == set()
 
 
@@ -310,14 +311,12 @@ def test_activation_refuses_a_space_that_lacks_vectors_unless_forced(db: psycopg
 
 
 def test_activation_finds_what_the_queue_missed(db: psycopg.Connection) -> None:
-    """Records loaded with the triggers off are not queued; activation counts them all the same,
-    and emem embed queues them when it starts."""
+    """Records loaded around the API (as a COPY does) are not queued; activation counts them all
+    the same, and emem embed queues them when it starts."""
     db.execute("select emem.create_lane('team')")
     db.execute("select emem.create_embedding_space('m', 3, null, true)")
     second = db.execute("select emem.create_embedding_space('m2', 2)").fetchone()[0]
-    db.execute("set session_replication_role = replica")  # as a logical replication apply does
-    put(db, [{"kind": "note", "content": "replicated", "lane": "team"}])
-    db.execute("reset session_replication_role")
+    db.execute("insert into emem.records (kind, content, lane_name) values ('note', 'loaded', 'team')")
     assert queued(db) == set()
     with pytest.raises(errors.ObjectNotInPrerequisiteState, match="0 of 1 records"):
         db.execute("select emem.activate_embedding_space(%s)", (second,))
@@ -401,9 +400,7 @@ def test_an_edit_while_a_worker_holds_the_entry_waits_and_its_vector_does_not_su
     with psycopg.connect(dsn()) as worker:
         [(queue_id, texts)] = worker.execute("select queue_id, texts from emem.claim_embeddings(1)").fetchall()
         assert texts == ["the old text"]
-        editor = in_another_session(
-            dsn(), "update emem.records set content = 'the new text' where record_id = %s", (record,)
-        )
+        editor = in_another_session(dsn(), "select emem.update_record(%s, content => 'the new text')", (record,))
         time.sleep(0.5)
         assert editor.is_alive()  # the edit waits for the worker's batch
         worker.execute("select emem.store_embeddings(%s, array['[1,0,0]']::vector[])", ([queue_id],))
@@ -570,7 +567,7 @@ def test_emem_embed_fills_the_space_of_the_gateways_model(
     assert "the gateway embeds with fake-embed-8 (8 dimensions), embedding space 2 is another-model" in (
         capsys.readouterr().err
     )
-    db.execute("delete from emem.embedding_spaces where space_id = 2")
+    db.execute("select emem.drop_embedding_space(2)")
 
     code = cli.main(embed_command(dsn(), service, "--no-progress", "--batch-size", "4")[3:])
     out = capsys.readouterr().out
@@ -700,7 +697,7 @@ def test_a_gateway_that_is_down_is_tried_again_and_then_given_up_with_nothing_lo
     report = embed_queue(Client(db, make_gateway(service.base_url)), QUIET)
     assert report.records_embedded == len(NOTES) + len(TURNS)
     assert_filled(db, seeded["space"])
-    db.execute("update emem.records set content = content || '!'")  # everything queued again
+    db.execute("select emem.update_record(record_id, content => content || '!') from emem.records")  # all again
     started = time.monotonic()
     with pytest.raises(EmbedError, match="failed 3 times in a row"):
         embed_queue(
@@ -717,7 +714,7 @@ def test_follow_embeds_new_work_as_it_arrives(
     try:
         wait_until(lambda: not queued(db), what="the first drain")
         [late] = put(db, [{"kind": "note", "content": "written later", "lane": "team"}])
-        db.execute("update emem.records set content = 'edited later' where record_id = %s", (seeded["notes"][0],))
+        db.execute("select emem.update_record(%s, content => 'edited later')", (seeded["notes"][0],))
         wait_until(lambda: not queued(db), what="the new work embedded")
         assert {"written later", "edited later"} <= set(texts_of(service, "worker-a"))
         assert_filled(db, seeded["space"])
@@ -963,9 +960,9 @@ def test_an_edited_record_is_stale_until_embedded_again_then_found_by_its_new_me
     assert (as_cat.rank, as_cat.placed_by) == (1, "record_vectors")
 
     printer = "The printer on the third floor is jammed again."
-    db.execute("update emem.records set content = %s where record_id = %s", (printer, cat))
+    db.execute("select emem.update_record(%s, content => %s)", (cat, printer))
     coffee = "Tomás: The coffee machine on the third floor needs descaling."
-    db.execute("update emem.records set content = %s where record_id = %s", (coffee, turns[1]))
+    db.execute("select emem.update_record(%s, content => %s)", (turns[1], coffee))
     # Stale: no vector answers for the old texts, and the answer says so.
     page = client.find("Where does the pet nap?")
     assert (page.degraded, page.degraded_reason) == (True, "vectors_incomplete")

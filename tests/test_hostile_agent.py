@@ -210,10 +210,10 @@ def test_an_edge_into_an_unreadable_lane_surfaces_nothing(
 def test_an_edge_follows_its_ends_into_and_out_of_readable_lanes(
     db: psycopg.Connection, agent: psycopg.Connection, lanes: dict[str, list[int]]
 ) -> None:
-    """Strict isolation finds edges by the lanes of their ends, kept on the edge: the hidden edge
-    surfaces when its secret end moves into a readable lane and hides again when it moves back;
-    an edge the owner inserts directly gets its ends' lanes, and so does one whose end id the owner
-    updates."""
+    """Strict isolation finds edges by the lanes of their ends, kept on the edge's label rows: the
+    hidden edge surfaces when its secret end moves into a readable lane and hides again when it
+    moves back; an edge the owner links gets its ends' lanes, and so does one linked again to
+    another end."""
     db.execute("select emem.set_agent_setting('agent', 'emem.lane_isolation', 'strict')")
     secret_end, shared_end = lanes["secret"][1], lanes["shared"][1]
 
@@ -221,25 +221,27 @@ def test_an_edge_follows_its_ends_into_and_out_of_readable_lanes(
         rows = envelope(agent, question, None)["rows"]
         return {r["record_id"] for r in rows if "tags" in r["found_by"]}
 
+    def move(record_id: int, lane: str) -> None:
+        db.execute("select emem.move_records(array[%s]::bigint[], %s)", (record_id, lane))
+
     assert shared_end not in reached_by_tags("termination planned")
-    db.execute("update emem.records set lane_name = 'shared' where record_id = %s", (secret_end,))
+    move(secret_end, "shared")
     assert {secret_end, shared_end} <= reached_by_tags("termination planned")
-    db.execute("update emem.records set lane_name = 'secret' where record_id = %s", (secret_end,))
+    move(secret_end, "secret")
     assert shared_end not in reached_by_tags("termination planned")
 
     own_end = lanes["own"][0]
-    db.execute(
-        "insert into emem.edges (from_record_id, to_record_id, relation) values (%s, %s, 'reviewed_by')",
-        (own_end, shared_end),
-    )
+    edge = db.execute("select emem.link_records(%s, %s, 'reviewed_by')", (own_end, shared_end)).fetchone()[0]
     assert db.execute(
         "select from_lane_name, to_lane_name from emem.edges where relation = 'reviewed_by'"
     ).fetchone() == ("own", "shared")
     assert {own_end, shared_end} <= reached_by_tags("reviewed by")
-    # The owner moves the edge's end by its id: its labels take the new end's lane (0.2.0 kept the old).
-    db.execute("update emem.edges set to_record_id = %s where relation = 'reviewed_by'", (secret_end,))
+    # The owner links the edge to another end instead: its labels take the new end's lane.
+    db.execute("select emem.unlink_records(%s)", (edge,))
+    edge = db.execute("select emem.link_records(%s, %s, 'reviewed_by')", (own_end, secret_end)).fetchone()[0]
     assert own_end not in reached_by_tags("reviewed by")
-    db.execute("update emem.edges set to_record_id = %s where relation = 'reviewed_by'", (shared_end,))
+    db.execute("select emem.unlink_records(%s)", (edge,))
+    db.execute("select emem.link_records(%s, %s, 'reviewed_by')", (own_end, shared_end))
     assert {own_end, shared_end} <= reached_by_tags("reviewed by")
     probe("hidden edge (strict, moved)", 6)
 

@@ -112,7 +112,7 @@ def windows(db: psycopg.Connection) -> list[tuple]:
         " array_agg(distinct r.thread_id)"
         " from emem.windows as w join emem.window_members as m using (window_id)"
         " join emem.records as r on r.record_id = m.record_id"
-        " group by w.window_id order by w.thread_id, min(r.thread_position)"
+        " group by w.window_id, w.lane_name order by w.thread_id, min(r.thread_position)"
     ).fetchall()
 
 

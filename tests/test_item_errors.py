@@ -79,4 +79,5 @@ def test_link_records_keeps_the_longest_values_it_accepts(sales: psycopg.Connect
     ids = [sales.execute("select emem.put_record('note', %s, 'sales')", (text,)).fetchone()[0] for text in "ab"]
     properties = {"note": CJK[:666], "code": "c" * 1000, "amount": int("9" * 1000)}
     sales.execute("select emem.link_records(%s, %s, 'billed', %s)", (*ids, json.dumps(properties)))
-    assert sales.execute("select count(*) from emem.edge_labels").fetchone()[0] == 4  # the relation and 3 values
+    # The relation and 3 values, at each of the edge's two ends.
+    assert sales.execute("select count(*) from emem.edge_labels").fetchone()[0] == 8

@@ -801,10 +801,12 @@ PGSPOT_IGNORED_LANGUAGES = ("plpython3u",)
 def built_install_script() -> Path:
     control = (ROOT / "emem.control").read_text()
     version = re.search(r"^default_version\s*=\s*'([^']+)'", control, flags=re.MULTILINE).group(1)
-    script = ROOT / "sql" / f"emem--{version}.sql"
+    script = ROOT / "build" / f"emem--{version}.sql"
     assert script.exists(), f"{script} is not built: run make"
     sources = "".join(p.read_text() for p in sorted((ROOT / "sql").glob("[0-9][0-9]_*.sql")))
-    assert script.read_text() == sources.replace("@EXTVERSION@", version), f"{script} is stale: run make"
+    module = "emem_db_" + version.replace(".", "_")
+    built = sources.replace("@EXTVERSION@", version).replace("@MODULE@", module)
+    assert script.read_text() == built, f"{script} is stale: run make"
     return script
 
 

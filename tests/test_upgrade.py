@@ -324,3 +324,17 @@ def test_an_upgrade_is_the_prologue_its_step_and_the_code(step: Path) -> None:
     assert built == expected.replace("@EXTVERSION@", CURRENT).replace(
         "@MODULE@", "emem_db_" + CURRENT.replace(".", "_")
     )
+
+
+def test_a_server_serves_each_database_the_modules_of_its_release(db: psycopg.Connection) -> None:
+    """Each release installs its in-database package under a name of its own: a database still at
+    0.2.1 and one at this version answer finds side by side on one server, in one session each."""
+    require_legacy_modules(db)
+    with scratch_database(db, "old") as old, scratch_database(db, "new") as new:
+        old.execute("create extension emem version '0.2.1' cascade")
+        new.execute("create extension emem cascade")
+        for conn in (old, new):
+            fill(conn)
+        for conn, version in ((old, "0.2.1"), (new, CURRENT)):
+            envelope = conn.execute("select emem.e_gather_find_envelope('apollo', null)").fetchone()[0]
+            assert len(envelope["rows"]) == 6, version
