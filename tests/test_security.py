@@ -821,9 +821,9 @@ def test_pgspot_finds_nothing_in_the_install_script() -> None:
     )
 
 
-def readme_api() -> tuple[set[str], set[str]]:
-    """The functions of the README's API table: (those for every role, those for the owner only)."""
-    text = (ROOT / "README.md").read_text()
+def documented_api() -> tuple[set[str], set[str]]:
+    """The functions of docs/sql-api.md's API table: (those for every role, those for the owner only)."""
+    text = (ROOT / "docs" / "sql-api.md").read_text()
     section = text[text.index("The API (`emem.` + name).") :]
     lines = section[section.index("| function | does |") :].split("\n\n")[0].splitlines()[2:]
     public: set[str] = set()
@@ -834,7 +834,7 @@ def readme_api() -> tuple[set[str], set[str]]:
     return public, owner
 
 
-def test_a_fresh_role_can_execute_exactly_the_readmes_api(
+def test_a_fresh_role_can_execute_exactly_the_documented_api(
     db: psycopg.Connection, make_role: Callable[..., str]
 ) -> None:
     """The private inside: everything else in schema emem is executable by the owner only."""
@@ -847,8 +847,8 @@ def test_a_fresh_role_can_execute_exactly_the_readmes_api(
             (fresh,),
         )
     }
-    public, owner = readme_api()
+    public, owner = documented_api()
     defined = {r[0] for r in db.execute("select proname from pg_proc where pronamespace = 'emem'::regnamespace")}
-    assert public | owner <= defined, f"the README names functions that do not exist: {(public | owner) - defined}"
+    assert public | owner <= defined, f"docs/sql-api.md names functions that do not exist: {(public | owner) - defined}"
     assert executable == public
     assert not owner & executable
