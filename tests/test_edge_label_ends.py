@@ -112,7 +112,7 @@ def test_the_ends_table_and_the_lanes_labels_find_the_same_edges(
     dsn: Callable[..., str],
     profile: str,
 ) -> None:
-    """Under the seed's rule a question's edges come from the label vocabulary and edge_label_ends,
+    """Under page_filter a question's edges come from the label vocabulary and edge_label_ends,
     within lanes from the lanes' labels: an agent reading every lane under strict isolation gets
     the owner's pages and totals, read lazily or whole, including a term several labels hold."""
     ids = linked

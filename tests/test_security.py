@@ -1,4 +1,4 @@
-"""Lanes hold (issue 6, item 1): for two roles bound to profiles with different lanes and a role
+"""Lanes hold: for two roles bound to profiles with different lanes and a role
 bound to none, no record of a lane a role cannot read reaches it through find, the envelope,
 the timeline, label intersection, explain, a direct SELECT on any relation of schema emem,
 an error message, a setting it sets, or a SECURITY DEFINER function called with another role's
@@ -303,7 +303,7 @@ def test_find_and_envelope_show_only_readable_records_and_the_page_rule_totals(
 def test_explain_tells_an_agent_no_more_than_find(
     vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection
 ) -> None:
-    """Per-lookup counts, list ranks and times span every lane: an agent (under the seed's rule)
+    """Per-lookup counts, list ranks and times span every lane: an agent (under page_filter)
     gets the analysis and its own rows' provenance, exactly what find tells it."""
 
     def explain(conn: psycopg.Connection, question: str, vector: str | None) -> dict:

@@ -1,4 +1,4 @@
-"""Upgrades (issue 6, item 4): `ALTER EXTENSION emem UPDATE` from an earlier release gives the
+"""Upgrades: `ALTER EXTENSION emem UPDATE` from an earlier release gives the
 catalog of a fresh install, and user data survives it.
 
 The machinery is generic: every upgrade script sql/emem--A--B.sql is tested by installing A from
