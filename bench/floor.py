@@ -205,13 +205,13 @@ class Floor:
     def exact_first_queries(
         self, question: Question, with_vector: bool, rare: WeightedTerms, words: WeightedTerms
     ) -> list[Bare]:
-        """The opt-in components' lists for page 1 (xf_*), where they differ from the seed's:
-        tags by matched terms then distance (degraded or with one term, the seed's tag list is
+        """The opt-in components' lists for page 1 (xf_*), where they differ from the default
+        profile's: tags by matched terms then distance (degraded or with one term, its tag list is
         already in that order), full text by summed IDF then distance, and counting the content
         words' matches, which the totals add."""
         params = {"terms": list(question.terms), "vector": question.vector if with_vector else None, "k": self.k}
         bare = []
-        if with_vector and len(question.terms) > 1:  # one term: every candidate scores 1, the seed's order
+        if with_vector and len(question.terms) > 1:  # one term: every candidate scores 1, the default order
             scored = f"""with matched (record_id, terms) as ({self.schema.tagged_rows} union all {EDGE_ROWS})
                          select m.record_id, count(distinct t) as score
                          from matched as m cross join lateral unnest(m.terms) as t group by m.record_id"""

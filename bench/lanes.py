@@ -2,7 +2,7 @@
 
 A lane of its own (`ledger`, EDGE_LANE_RECORDS records with vectors near the corpus's clusters)
 holds EDGE_LANE_EDGES edges whose relation, `reconciled`, a question names. Two agents read lane
-`ops` only, one under the seed's rule and one under strict isolation (the owner's setting). Each
+`ops` only, one under `page_filter` (the default) and one under `strict` (the owner's setting). Each
 agent's find of "what was reconciled about the <rare tag>?" is timed against the same question
 naming a relation no edge has ("pondered"): the ratio is what that lane's edges cost the agent.
 Built once beside the corpus and kept with it.
@@ -79,7 +79,7 @@ def ensure_edge_lane(conn: psycopg.Connection, corpus: Corpus, space: int) -> di
 
 
 def ensure_agents(conn: psycopg.Connection) -> None:
-    """Roles bound to profiles that read lane `ops`: one under the seed's rule, one strict."""
+    """Roles bound to profiles that read lane `ops`: one under `page_filter`, one strict."""
     for isolation, role in AGENTS.items():
         if not scalar(conn, "select exists (select from pg_roles where rolname = %s)", (role,)):
             conn.execute(sql.SQL("create role {} nologin").format(sql.Identifier(role)))

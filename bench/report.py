@@ -13,8 +13,8 @@ from measure import Cell, percentiles
 FIND_CELLS = ("find_p1", "find_p10", "find_table_p1", "find_table_p10", "exact_first_p1", "find_exact_p1")
 FLOOR_LOOKUPS = ("tags", "fulltext", "record_vectors", "window_vectors")
 COUNTS = ("tags_count", "fulltext_count", "vectors_count")
-# The recommended profile's floor: its lookups for page 1 (the seed floor's where they are the same)
-# and the seed's counts plus counting the content words' matches.
+# The recommended profile's floor: its lookups for page 1 (the default floor's where they are the
+# same) and the default profile's counts plus counting the content words' matches.
 EXACT_FIRST_LOOKUPS = {
     "vector": ("xf_tags", "xf_fulltext_by_rarity", "xf_fulltext_words", "record_vectors", "window_vectors"),
     "degraded": ("tags", "xf_fulltext_by_rarity", "xf_fulltext_words"),
@@ -86,7 +86,7 @@ def exact_first_floor(cells: dict[str, Cell], floor: dict, with_vector: bool) ->
         **floor["counts_ms"],
         **{name: percentiles(cell.times)["p50"] for name, cell in cells.items() if name.startswith("xf_")},
     }
-    median.setdefault("xf_tags", median.get("tags", 0.0))  # one term: the seed's tag list is in the same order
+    median.setdefault("xf_tags", median.get("tags", 0.0))  # one term: the default tag list is in the same order
     lookups = sum(median.get(name, 0.0) for name in EXACT_FIRST_LOOKUPS["vector" if with_vector else "degraded"])
     return {
         "floor_ms": round(lookups, 3),
@@ -222,7 +222,7 @@ TABLES = (
         "the recommended profile (xf) against its own floor, p50 ms: xfloor = the bare lookups of its"
         " components for page 1 (tags by matched terms, full text by summed IDF: unknown terms and content"
         " words), xfl+cnt = with the counts its totals need (fl+cnt's and the content words' matches);"
-        " xf/fl+c = against the seed's fl+cnt",
+        " xf/fl+c = against the default profile's fl+cnt",
         EXACT_FIRST_HEADER,
         exact_first_line,
     ),

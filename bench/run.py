@@ -35,7 +35,7 @@ from report import machine, machine_line, summarise, tables
 RESULTS = Path(__file__).resolve().parent / "results"
 MODES = {"vector": True, "degraded": False}
 FIND_ENVELOPE = "select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)"
-# The recommended opt-in profile (issue 7), timed beside the seed's on its own connection.
+# The recommended opt-in profile, timed beside the default profile on its own connection.
 EXACT_FIRST_PROFILE = next(
     line.split("=", 1)[1].strip().strip("'")
     for line in (Path(__file__).resolve().parent.parent / "control" / "exact_first.conf").read_text().splitlines()

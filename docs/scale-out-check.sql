@@ -458,7 +458,7 @@ select count(*) filter (where exact_shards = exact) as exact_merge_identical_of_
                    where m.window_id = any (exact))) as same_members
 from window_exact join window_hnsw using (q);
 
-\echo '-- 4e. tags and edges (seed order, read whole): the tag rare-topic and the edges labelled audited'
+\echo '-- 4e. tags and edges (the default order, read whole): the tag rare-topic and the edges labelled audited'
 -- Today's SQL joins edge_labels to edges to reach both ends; with one label row per end, kept in
 -- the end's partition, each shard finds its own candidates. One table: the edges table itself.
 create temporary table tags_and_edges as
@@ -492,9 +492,9 @@ select count(*) filter (where shards = one_table) as identical_of_20,
 from tags_and_edges;
 
 -- ---- 5. The lane rule ---------------------------------------------------------------------------
--- A caller reading lane-07 and lane-11 (1,469 of 30,000 records). The seed's rule runs every
--- lookup over every lane and cuts the page before removing unreadable records; strict isolation
--- (issue 14) runs every lookup over the readable lanes only.
+-- A caller reading lane-07 and lane-11 (1,469 of 30,000 records). page_filter (the default) runs
+-- every lookup over every lane and cuts the page before removing unreadable records; strict
+-- isolation runs every lookup over the readable lanes only.
 \echo '== 5. lanes: readable lane-07 and lane-11 (4.9% of the records), top 100'
 create temporary table lane_exact as
 select q.q, exact.record_ids as exact, exact.ms as exact_ms,
@@ -524,7 +524,7 @@ select q.q,
         where rv.record_id = any (seed.record_ids) and rv.lane_name = any (array['lane-07', 'lane-11'])) as seed_readable,
        post_filter.record_ids as post_filter
 from questions as q
--- the seed's record-vector lookup: the nearest 100 of every lane
+-- page_filter's record-vector lookup: the nearest 100 of every lane
 cross join lateral one_table_top(
     'select record_id, (embedding::vector(384) <=> $1::vector(384)) as distance from single_record_vectors%1$s
      where space_id = 1 order by distance', q.embedding, 100) as seed

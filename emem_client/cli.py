@@ -764,7 +764,7 @@ def print_explanation(explanation: Mapping[str, Any], registry: list[RegisteredL
     in_profile = [lookup for lookup in registry if lookup.name in profile]
     labels = {lookup.name: lookup.label for lookup in registry}
     out("")
-    if "lookups" not in explanation:  # an agent under the seed's rule: lists span every lane
+    if "lookups" not in explanation:  # an agent under page_filter: lists span every lane
         out("each lookup's counts and ranks are shown to the extension's owner, or under strict isolation")
         print_table(
             ["rank", "id", "placed by", "found by"],

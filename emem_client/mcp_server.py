@@ -54,7 +54,7 @@ THREAD_POSITION_TAKEN = "one_record_per_thread_position"
 APPEND_ATTEMPTS = 3  # a turn appended while another writer appends to the same conversation is retried
 CONVERSATION_WINDOW = IngestOptions().conversation_windows  # the windows ingest writes over conversations
 # What explain shows a role that does not read every lane: how find reads the question, nothing counted
-# (candidate counts and list ranks count the records of every lane, which the seed keeps from agents).
+# (candidate counts and list ranks count the records of every lane, which page_filter keeps from agents).
 EXPLAIN_FOR_EVERY_ROLE = (
     "question",
     "pipeline_profile",

@@ -135,7 +135,7 @@ def build_corpus(seed: int = 11, vendors: int = 12, invoices_per_vendor: int = 1
     add_conversations(rng, corpus, names)
     if not extended:
         return corpus
-    # The parts added for issue 19 draw from their own generators: the parts above stay as they were.
+    # The label and dialogue parts, added later, draw from their own generators: the parts above stay as they were.
     from dialogue import add_dialogue_part  # they build on this module's types
     from labels import add_label_part
 

@@ -1,5 +1,5 @@
-"""The evaluation's label part: tags and edges as people write them, each failure kind of issue 19
-as its own question type, over near-duplicate records that vectors alone cannot tell apart.
+"""The evaluation's label part: tags and edges as people write them, each ranking failure that
+0.2.0's label matching fixed as its own question type, over near-duplicate records that vectors alone cannot tell apart.
 
 - label_forms: a `key:value` tag asked for by its value ("for North Wind"), compound tags asked
   for in words ("sensors went offline" for `sensor-offline`, "Q3 2024" for `q3-2024`), words
@@ -25,7 +25,7 @@ PRODUCTS = ["oak flooring", "steel shelving", "office chairs", "glass panels", "
 CITIES = ["Gdansk", "Poznan", "Lodz", "Krakow", "Wroclaw", "Lublin"]
 FIRST_NAMES = ["Ilona", "Marek", "Zofia", "Bartek", "Wiktor", "Halina", "Dorota", "Radek"]
 SURNAMES = ["Nowak", "Wrona", "Sadowska", "Kaczmarek", "Lis", "Zielinska", "Mazur", "Dudek"]
-# Projects of their own, so that the seed corpus's project questions keep their candidates.
+# Projects of their own, so that the base corpus's project questions keep their candidates.
 TEAM_PROJECTS = ["kestrel", "lynx", "marlin", "nimbus", "orion", "puma", "quasar", "raven"]
 COMPANIES = ["Lumaro", "Vextel", "Orbisa", "Kandor", "Trivio", "Meltra", "Sonvik", "Pradex", "Quillon", "Dravo"]
 

@@ -1,9 +1,9 @@
 """make eval: recall at 10 and 30, per question type, of pipeline profiles on a generated corpus.
 
-Compares the seed's profile (control/emem.conf), the recommended exact_first profile
+Compares the default profile (control/emem.conf), the recommended exact_first profile
 (control/exact_first.conf) and dense-only retrieval, with the embedded model's real vectors and
 degraded (no question vector). `--grid` also tries the candidate weightings the recommended
-profile was chosen from; `--markdown` prints the README's table.
+profile was chosen from; `--markdown` prints the recall table of docs/profiles.md.
 """
 
 import argparse
@@ -21,7 +21,8 @@ from emem_client.gateways import EmbeddedGateway
 
 CONTROL = Path(__file__).resolve().parent.parent / "control"
 DATABASE = "emem_eval"
-# The question types of the failure kinds of issue 19 (labels.py, dialogue.py).
+# The question types added with 0.2.0's label matching, one per ranking failure it fixed
+# (labels.py, dialogue.py).
 NEW_KINDS = ("label_forms", "stopword_label", "edge_role", "thread", "modal", "speaker")
 # Candidate weightings and thread_context settings (Tuning fields) for --grid.
 GRID: list[tuple[str, dict[str, int]]] = [
@@ -174,7 +175,7 @@ def evaluate(
 
 
 def kinds_of(question_counts: dict[str, int]) -> list[str]:
-    """The question types, those of the seed corpus first, then the new ones, then all."""
+    """The question types, those of the base corpus first, then the new ones, then all."""
     old = sorted(k for k in question_counts if k not in NEW_KINDS and k != "all")
     return [*old, *(k for k in NEW_KINDS if k in question_counts), "all"]
 
@@ -191,7 +192,7 @@ def print_table(results: dict[str, Recalls], question_counts: dict[str, int]) ->
 
 
 def print_markdown(results: dict[str, Recalls], question_counts: dict[str, int]) -> None:
-    """The README's recall table."""
+    """The recall table of docs/profiles.md."""
     names = [name for name in results if not name.startswith("grid")]
     print("| question type | n | " + " | ".join(f"{name} R@10 | {name} R@30" for name in names) + " |")
     print("|---|---|" + "---|---|" * len(names))
@@ -201,7 +202,7 @@ def print_markdown(results: dict[str, Recalls], question_counts: dict[str, int])
 
 
 def check_targets(results: dict[str, Recalls], question_counts: dict[str, int]) -> list[str]:
-    """The recommended profile's figures against its targets (issue 19)."""
+    """The recommended profile's figures against its targets."""
     recommended, degraded = results["exact_first"], results["exact_first degraded"]
     new = [kind for kind in NEW_KINDS if kind in question_counts] or ["all"]
     return [
@@ -214,9 +215,9 @@ def check_targets(results: dict[str, Recalls], question_counts: dict[str, int]) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--grid", action="store_true", help="also try the candidate weightings")
-    parser.add_argument("--markdown", action="store_true", help="also print the README's table")
+    parser.add_argument("--markdown", action="store_true", help="also print the recall table of docs/profiles.md")
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--base", action="store_true", help="the corpus before issue 19 only (no new question types)")
+    parser.add_argument("--base", action="store_true", help="the base corpus only: no label and dialogue parts")
     args = parser.parse_args()
     started = time.perf_counter()
     corpus = build_corpus(args.seed, extended=not args.base)
@@ -225,7 +226,7 @@ def main() -> None:
         ids = load(conn, corpus, gateway)
         question_vectors = gateway.embed([q.text for q in corpus.questions])
         profiles: dict[str, tuple[str, dict[str, int]]] = {
-            "seed": (profile_of(CONTROL / "emem.conf"), {}),
+            "default": (profile_of(CONTROL / "emem.conf"), {}),
             "exact_first": (profile_of(CONTROL / "exact_first.conf"), {}),
             "dense_only": ("record_vectors", {}),
         }

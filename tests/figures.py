@@ -1,4 +1,4 @@
-"""The figures of the reliability and security suite (issue 6), counted while the tests run and
+"""The figures of the reliability and security suite, counted while the tests run and
 printed at the end of the run, with or without -s.
 
 The modules that count register this plugin with `pytest_plugins = ["figures"]`; any run that
@@ -31,7 +31,7 @@ def add(figure: str, count: int = 1, detail: str | None = None) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    terminalreporter.write_sep("=", "emem figures: reliability and security (issue 6)")
+    terminalreporter.write_sep("=", "emem figures: reliability and security")
     for figure, meaning in FIGURES.items():
         terminalreporter.write_line(f"{figure:>16}: {COUNTS[figure]:>7}   ({meaning})")
         details = BREAKDOWN[figure]

@@ -167,9 +167,9 @@ def test_modal_verbs_and_question_words_are_never_full_text_terms(analyser: Anal
     assert all(typed == "Kowalski" or typed.lower() in {"enjoy", "come", "trip"} for typed, _ in analysis.content_words)
 
 
-def test_the_readme_lists_the_words_never_searched() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    listed = re.search(r"never full-text terms[^:]*: ([^.]*)\.", readme)
+def test_the_docs_list_the_words_never_searched() -> None:
+    how_find_works = (Path(__file__).resolve().parent.parent / "docs" / "how-find-works.md").read_text()
+    listed = re.search(r"never full-text terms[^:]*: ([^.]*)\.", how_find_works)
     assert listed is not None
     assert set(re.findall(r"`([^`]+)`", listed.group(1))) == set(NOT_SEARCHED)
 

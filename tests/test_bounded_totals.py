@@ -1,7 +1,7 @@
 """Bounded totals (emem.exact_totals_up_to): total_candidates and total_pages are exact while the
 merged list holds at most the bound, and beyond it an honest lower bound of at least the bound,
 flagged totals_exact = false; 0 means always exact. Pages are those of the exact reading, with a
-vector and degraded, under the seed's rule (totals count every lane) and under strict isolation
+vector and degraded, under page_filter (totals count every lane) and under strict isolation
 (only the readable lanes)."""
 
 import json

@@ -506,7 +506,7 @@ def test_explain_shows_an_agent_its_rows_provenance_only(
     dsn: Callable[..., str],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Under the seed's rule the lookups' counts and ranks span every lane: an agent's explain
+    """Under page_filter the lookups' counts and ranks span every lane: an agent's explain
     shows its rows and what found them, and says where the rest is shown."""
     db.execute("select emem.create_agent_profile('clerk', array['team'])")
     code = cli.main(["--dsn", dsn(make_role("clerk", "clerk")), "explain", "Why does the finance export keep failing?"])

@@ -1,4 +1,4 @@
-"""Nothing acknowledged is lost (issue 6, item 3).
+"""Nothing acknowledged is lost.
 
 - A bulk ingest (batches through emem.put_records, each its own transaction, from a thread) is
   cut by SIGKILL of the postmaster and of its processes; after a restart every batch whose commit

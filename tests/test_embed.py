@@ -1,4 +1,4 @@
-"""Embeddings that stay true (issue 17): the embedding queue the triggers keep, coverage in health
+"""Embeddings that stay true: the embedding queue the triggers keep, coverage in health
 and in find, stale vectors on edits, `emem embed` (several workers at once, killed and started
 again), and a model switch without a blind spot.
 

@@ -1,4 +1,4 @@
-"""e_gather_find, behaviour by behaviour of the seed, on a small corpus with hand-made vectors."""
+"""e_gather_find, behaviour by behaviour of the design, on a small corpus with hand-made vectors."""
 
 import json
 import math

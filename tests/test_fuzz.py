@@ -1,4 +1,4 @@
-"""Bad input is refused with a clear error and changes nothing (issue 6, item 2).
+"""Bad input is refused with a clear error and changes nothing.
 
 Property-based fuzzing (hypothesis) of e_gather_find's question text, vectors, page bounds and
 settings, and of every write function, against the real extension. Each test reuses one
@@ -668,7 +668,7 @@ def test_find_refuses_pages_out_of_range(corpus: Corpus) -> None:
     guard.finish()
 
 
-MAX_CANDIDATES = 1_000  # README: emem.record_vector_candidates and emem.window_vector_candidates, 1 to 1000
+MAX_CANDIDATES = 1_000  # docs/profiles.md: emem.record_vector_candidates and emem.window_vector_candidates, 1 to 1000
 
 
 def test_find_refuses_bad_pipeline_settings(corpus: Corpus) -> None:
@@ -698,7 +698,7 @@ def test_find_refuses_bad_pipeline_settings(corpus: Corpus) -> None:
         )
         counted = [c for c in (record_candidates, window_candidates) if isinstance(c, int)]
         verdict = EITHER
-        if profile is None and len(counted) == 2:  # the seed's profile and two whole numbers
+        if profile is None and len(counted) == 2:  # the default profile and two whole numbers
             verdict = VALID if all(1 <= c <= MAX_CANDIDATES for c in counted) else INVALID
         call_find(
             guard,

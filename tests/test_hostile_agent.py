@@ -1,4 +1,4 @@
-"""Lanes against a hostile agent (issue 14): an agent with an ordinary role, bound to a profile
+"""Lanes against a hostile agent: an agent with an ordinary role, bound to a profile
 that reads lanes `own` and `shared` and writes `own`, attacks what lies in lane `secret`.
 
 It cannot choose its own ranking, an edge into a lane it cannot read surfaces nothing, strict
@@ -296,7 +296,7 @@ def test_in_strict_isolation_a_flood_does_not_push_readable_records_off_the_page
     found = envelope(agent, "what do we know?")
     assert set(lanes["own"]) | set(lanes["shared"]) <= {r["record_id"] for r in found["rows"]}
     db.execute("select emem.set_agent_setting('agent', 'emem.lane_isolation', null)")
-    seed = envelope(agent, "what do we know?")  # the seed's rule, documented: other lanes take slots
+    seed = envelope(agent, "what do we know?")  # page_filter, documented: other lanes take slots
     assert len(seed["rows"]) < len(found["rows"])
     probe("flood", 2)
 
@@ -473,7 +473,7 @@ def huge_calls(own: int) -> list[tuple[str, tuple]]:
 
 def test_a_50_mb_argument_is_refused_cleanly_by_a_memory_limited_server(db: psycopg.Connection) -> None:
     """Each call gets a clean error (a data or program-limit SQLSTATE); the server never restarts
-    and another session goes on; a find's memory stays bounded (measured: printed for the README)."""
+    and another session goes on; a find's memory stays bounded (measured: printed for docs/lanes-and-security.md)."""
     with (
         throwaway_cluster(db, "memory", ["prlimit", f"--as={SERVER_ADDRESS_SPACE}", "--"]) as cluster,
         psycopg.connect(cluster.dsn(), autocommit=True) as owner,

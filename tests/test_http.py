@@ -1,5 +1,5 @@
 """The HTTP service, run as a real server process (uvicorn with the app factory) on loopback and
-probed with a real HTTP client (issue 15 item 6, issue 12's HTTP items).
+probed with a real HTTP client.
 
 The service connects as a login role of its own (NOINHERIT) that may SET ROLE to three roles:
 two agents bound to profiles reading lane `team` or lane `other`, and an auditor with BYPASSRLS.

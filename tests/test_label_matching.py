@@ -1,4 +1,4 @@
-"""Tags and edge labels match as people write them (issue 19), in the database: the terms the
+"""Tags and edge labels match as people write them, in the database: the terms the
 tag vocabulary and the edge labels store, what the tag lookups find, and the upgrade that
 recomputes the terms stored by an earlier release."""
 
@@ -67,7 +67,7 @@ def found(db: psycopg.Connection, question: str, profile: str = "tags") -> set[i
 )
 @pytest.mark.parametrize("profile", ["tags", "tags_by_terms"])
 def test_tags_match_as_people_write_them(tagged: dict[str, int], db, question: str, tags: list[str], profile) -> None:
-    if profile == "tags" and any(":" in tag for tag in tags):  # the seed's lookup asks for the namespace
+    if profile == "tags" and any(":" in tag for tag in tags):  # the default profile's lookup asks for the namespace
         tags = []
     assert found(db, question, profile) == {tagged[tag] for tag in tags}
 
@@ -76,7 +76,7 @@ def test_tags_match_as_people_write_them(tagged: dict[str, int], db, question: s
 def test_the_seeds_tags_lookup_asks_for_a_namespace_the_opt_in_one_does_not(
     tagged: dict[str, int], db, profile
 ) -> None:
-    """`customer:north-wind`: its namespace's words must be in the question for the seed's tags
+    """`customer:north-wind`: its namespace's words must be in the question for the default profile's tags
     lookup (its list is ordered by distance alone: a namespace it ignored would bring every record
     of a name into it), not for tags_by_terms."""
     assert found(db, "the customer North Wind", profile) == {tagged["customer:north-wind"]}

@@ -174,7 +174,7 @@ def test_a_role_that_reads_one_lane_sees_only_that_lane(sales_server: StdioServe
     found, timeline, explained, other_lane, link_to_hr = over_stdio(sales_server, scenario)
     assert {row["lane"] for row in found["rows"]} == {"sales"}
     assert memory.ids["salary"] not in {row["record_id"] for row in found["rows"]}
-    assert found["total_candidates"] == 3  # the seed's page rule: totals count every lane
+    assert found["total_candidates"] == 3  # page_filter: totals count every lane
     assert [record["record_id"] for record in timeline["records"]] == [memory.ids["invoice"], memory.ids["meeting"]]
     assert set(explained) == {*EXPLAIN_FOR_EVERY_ROLE, "withheld"}
     assert explained["question"]["unknown_terms"] == ["INV-9"]

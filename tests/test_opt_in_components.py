@@ -1,4 +1,4 @@
-"""Opt-in pipeline components that put exact matches first; the seed's profile is untouched."""
+"""Opt-in pipeline components that put exact matches first; the default profile is untouched."""
 
 import json
 from pathlib import Path

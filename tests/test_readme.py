@@ -1,9 +1,12 @@
-"""The README's commands and snippets, run as written, so that they cannot drift from the code.
+"""The README's and the docs' commands and snippets, run as written, so that they cannot drift
+from the code; and every relative link of the documentation leads somewhere.
 
 The two set-up commands are what CI runs (.ci/run); the quick-start SQL runs in psql on a fresh
-database, the quick-start Python with the embedded model; every `emem` command of the README runs
-(with a test gateway) and every `emem` command quoted in its prose parses; the section "Use emem
-from your own application" is followed in a fresh virtual environment.
+database, the quick-start Python with the embedded model; `make install` puts the files where the
+README says; every `emem` command of the README and docs/ runs (with a test gateway) and every
+`emem` command quoted in their prose parses; the SQL of the settings, of an agent's lanes and of
+monitoring runs; the section "Use emem from your own application" is followed in a fresh virtual
+environment.
 """
 
 import json
@@ -29,10 +32,24 @@ from test_ingest import HashGateway
 from emem_client import Client, EmbeddedGateway, cli
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+README = "README.md"
+DOCS = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs").glob("*.md"))
+DOCUMENTATION = [README, "CHANGELOG.md", "DEVELOPMENT.md", *DOCS]
+# Written by the clients' documentation work in parallel: links to it are accepted while it is
+# missing, and the tests of its sections skip. Once it exists, drop it from here.
+PENDING_DOCUMENTS = {"docs/clients.md"}
+CLIENTS = "docs/clients.md"
+README_MAX_LINES = 120  # one screen or two
 DEMO_DSN = "host=127.0.0.1 port=5433 dbname=emem_demo user=postgres"  # what the snippets connect to
 CHECKOUT_PLACEHOLDER = "/path/to/emem"
 OWN_APPLICATION = "Use emem from your own application"
+
+
+def text_of(document: str) -> str:
+    path = ROOT / document
+    if not path.exists() and document in PENDING_DOCUMENTS:
+        pytest.skip(f"{document} is not in this checkout yet")
+    return path.read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)
@@ -40,6 +57,7 @@ class Block:
     language: str
     text: str
     section: str  # the `## ` heading it stands under
+    document: str
 
     @property
     def lines(self) -> list[str]:
@@ -48,20 +66,24 @@ class Block:
         return [line for line in lines if line]
 
 
-def fenced_blocks() -> list[Block]:
+def fenced_blocks(document: str) -> list[Block]:
     blocks, section = [], ""
-    for match in re.finditer(r"^## ([^\n]+)$|^```(\w*)\n(.*?)^```$", README, re.MULTILINE | re.DOTALL):
+    for match in re.finditer(r"^## ([^\n]+)$|^```(\w*)\n(.*?)^```$", text_of(document), re.MULTILINE | re.DOTALL):
         if match[1]:
             section = match[1].strip()
         else:
-            blocks.append(Block(match[2], match[3], section))
+            blocks.append(Block(match[2], match[3], section, document))
     return blocks
 
 
-def blocks_of(language: str, section: str | None = None) -> list[Block]:
-    found = [b for b in fenced_blocks() if b.language == language and section in (None, b.section)]
-    assert found, f"the README has no {language} block" + (f" in the section {section!r}" if section else "")
+def blocks_of(language: str, section: str | None = None, document: str = README) -> list[Block]:
+    found = [b for b in fenced_blocks(document) if b.language == language and section in (None, b.section)]
+    assert found, f"{document} has no {language} block" + (f" in the section {section!r}" if section else "")
     return found
+
+
+def existing_documentation() -> list[str]:
+    return [document for document in DOCUMENTATION if (ROOT / document).exists()]
 
 
 def with_database(snippet: str, conninfo: str) -> str:
@@ -92,7 +114,7 @@ def fresh_database(db: psycopg.Connection) -> Iterator[str]:
 
 
 def test_the_quick_start_sql_runs_in_psql_on_a_fresh_database(db: psycopg.Connection, fresh_database: str) -> None:
-    sql = blocks_of("sql")[0]  # the quick start
+    [sql] = blocks_of("sql", "Getting started")
     psql = shutil.which("psql")
     assert psql, "psql is part of the PostgreSQL client the set-up installs"
     info = db.info
@@ -127,7 +149,7 @@ def test_the_quick_start_python_finds_by_meaning(db: psycopg.Connection, dsn: Ca
             for text, vector in zip(contents, client.embed(contents), strict=True)
         ]
     )
-    quick_start = blocks_of("python")[0]
+    [quick_start] = blocks_of("python", "Getting started")
     done = subprocess.run(
         [sys.executable, "-c", with_database(quick_start.text, dsn())],
         capture_output=True,
@@ -141,35 +163,66 @@ def test_the_quick_start_python_finds_by_meaning(db: psycopg.Connection, dsn: Ca
     assert lines[1].startswith("1 record_vectors ['record_vectors'") and "max_wal_senders" in lines[1]
 
 
+# ---- make install into an existing PostgreSQL ---------------------------------------------------
+
+
+def test_make_install_puts_the_files_where_the_readme_says(db: psycopg.Connection, tmp_path: Path) -> None:
+    """The README's make commands with the test server's pg_config, installed under DESTDIR: the
+    SQL in `pg_config --sharedir`/extension, emem_db in the system Python's site-packages."""
+    [install] = blocks_of("sh", "Install into an existing PostgreSQL")
+    major = int(db.execute("show server_version_num").fetchone()[0]) // 10000
+    pg_config = f"/usr/lib/postgresql/{major}/bin/pg_config"  # Debian's place, as the README names it
+    assert Path(pg_config).exists(), "the server's build files (postgresql-server-dev-*) the set-up installs"
+    commands = [shlex.split(line) for line in install.lines]
+    assert [args[:2] for args in commands] == [
+        ["make", "PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config"],
+        ["make", "install"],
+    ]
+    for args in commands:
+        args = [f"PG_CONFIG={pg_config}" if arg.startswith("PG_CONFIG=") else arg for arg in args]
+        done = subprocess.run([*args, f"DESTDIR={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, (args, done.stderr)
+    sharedir = subprocess.run([pg_config, "--sharedir"], capture_output=True, text=True, check=True).stdout.strip()
+    version = re.search(r"default_version = '([^']+)'", (ROOT / "emem.control").read_text())
+    assert version is not None
+    extension = tmp_path / sharedir.lstrip("/") / "extension"
+    assert (extension / "emem.control").is_file()
+    assert (extension / f"emem--{version[1]}.sql").is_file()
+    system_site = subprocess.run(
+        ["/usr/bin/python3", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert (tmp_path / system_site.lstrip("/") / "emem_db" / "entry.py").is_file()
+    assert (tmp_path / system_site.lstrip("/") / "emem_db" / "lexicon.json").is_file()
+    readme = text_of(README)
+    assert "`$(pg_config --sharedir)/extension`" in readme and "`/usr/bin/python3`" in readme
+
+
 # ---- every `emem` command -------------------------------------------------------------------
 
 
-def readme_commands() -> list[list[str]]:
-    """Every `emem ...` command of the README's shell blocks (continued lines joined), as arguments."""
+def emem_commands(blocks: list[Block]) -> list[list[str]]:
+    """Every `emem ...` command of these shell blocks (continued lines joined), as arguments."""
     commands = []
-    for block in blocks_of("sh"):
+    for block in blocks:
         joined = block.text.replace("\\\n", " ")
         commands += [shlex.split(line, comments=True) for line in joined.splitlines() if line.startswith("emem ")]
     return commands
 
 
-def test_every_emem_command_of_the_readme_runs(
-    db: psycopg.Connection,
-    dsn: Callable[..., str],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """As the README runs them: in the checkout, the database from the EMEM_DSN its block exports.
-    The embedded model is swapped for HashGateway here (the command with the real model is
-    tested in test_cli); `emem serve` runs as a process of its own until it answers."""
-    assert any(line.startswith("export EMEM_DSN=") for block in blocks_of("sh") for line in block.lines), (
+def documented_shell_blocks() -> list[Block]:
+    """The shell blocks of the README and docs/, in that order (docs/ by name)."""
+    return [b for document in existing_documentation() for b in fenced_blocks(document) if b.language == "sh"]
+
+
+def test_the_command_line_section_shows_every_command() -> None:
+    blocks = [b for b in fenced_blocks(CLIENTS) if b.language == "sh"]
+    assert any(line.startswith("export EMEM_DSN=") for block in blocks for line in block.lines), (
         "the command-line block sets EMEM_DSN first"
     )
-    monkeypatch.setenv("EMEM_DSN", dsn())
-    monkeypatch.chdir(ROOT)
-    monkeypatch.setattr(cli, "make_gateway", lambda args: HashGateway())
-    commands = readme_commands()
-    assert {args[1] for args in commands if not args[1].startswith("-")} >= {
+    assert {args[1] for args in emem_commands(blocks) if not args[1].startswith("-")} >= {
         "init",
         "ingest",
         "find",
@@ -178,6 +231,23 @@ def test_every_emem_command_of_the_readme_runs(
         "health",
         "serve",
     }
+
+
+def test_every_emem_command_of_the_docs_runs(
+    db: psycopg.Connection,
+    dsn: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """As the documentation runs them, one after the other: in the checkout, the database from the
+    EMEM_DSN the command-line block exports. The embedded model is swapped for HashGateway here
+    (the command with the real model is tested in test_cli); `emem serve` runs as a process of
+    its own until it answers."""
+    monkeypatch.setenv("EMEM_DSN", dsn())
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(cli, "make_gateway", lambda args: HashGateway())
+    commands = emem_commands(documented_shell_blocks())
+    assert {args[1] for args in commands} >= {"init", "embed"}, "operations.md switches models with emem"
     for args in commands:
         if args[1] == "serve":
             serve_until_it_answers(args)
@@ -214,8 +284,10 @@ def serve_until_it_answers(args: list[str]) -> None:
 
 
 def test_every_emem_command_quoted_in_the_prose_parses() -> None:
-    quoted = re.findall(r"`(emem [^`]+)`", README)
-    assert quoted
+    quoted = [
+        command for document in existing_documentation() for command in re.findall(r"`(emem [^`]+)`", text_of(document))
+    ]
+    assert len(quoted) >= 10
     for command in quoted:
         args = shlex.split(command.split("|")[0].replace("\\", ""))[1:]
         try:
@@ -239,7 +311,7 @@ def client_sources(tmp_path: Path) -> Path:
 
 def own_application_install(tmp_path: Path, checkout: Path, with_embedded_model: bool) -> Path:
     """Runs the section's install commands for an application in `tmp_path`; its Python."""
-    [install] = blocks_of("sh", OWN_APPLICATION)
+    [install] = blocks_of("sh", OWN_APPLICATION, CLIENTS)
     application = tmp_path / "application"
     application.mkdir()
     for line in install.lines:
@@ -252,7 +324,7 @@ def own_application_install(tmp_path: Path, checkout: Path, with_embedded_model:
 
 
 def own_application_find(python: Path, conninfo: str) -> list[str]:
-    [snippet] = blocks_of("python", OWN_APPLICATION)
+    [snippet] = blocks_of("python", OWN_APPLICATION, CLIENTS)
     done = subprocess.run(
         [str(python), "-c", with_database(snippet.text, conninfo)],
         capture_output=True,
@@ -325,9 +397,18 @@ def test_your_own_application_with_the_embedded_extra_finds_by_meaning(
     assert lines[0].startswith("1 record_vectors At most ten standby servers")  # nothing degraded before it
 
 
+# ---- the SQL of docs/ -------------------------------------------------------------------------
+
+
+def statements(snippet: Block) -> list[str]:
+    """A block's SQL statements, without their comments."""
+    text = re.sub(r"--[^\n]*", "", snippet.text)
+    return [statement.strip() for statement in text.split(";") if statement.strip()]
+
+
 def test_the_settings_snippet_sets_what_an_agent_profile_runs_under(db: psycopg.Connection) -> None:
     """The Settings section's SQL, run as the owner in a database with the profile it names."""
-    [snippet] = blocks_of("sql", "Settings")
+    [snippet] = blocks_of("sql", "Settings", "docs/profiles.md")
     db.execute("select emem.create_lane('notes'), emem.create_agent_profile('helper', array['notes'])")
     for statement in filter(str.strip, snippet.text.replace("emem_demo", db.info.dbname).split(";")):
         db.execute(statement)
@@ -338,3 +419,89 @@ def test_the_settings_snippet_sets_what_an_agent_profile_runs_under(db: psycopg.
     ).fetchone()[0]
     assert setting == ["emem.pipeline_profile=record_vectors, tags_by_terms, window_vectors, fulltext_by_rarity"]
     db.execute(f"alter database {db.info.dbname} reset all")
+
+
+def test_the_lanes_snippet_gives_an_agent_its_read_and_write_lanes(db: psycopg.Connection) -> None:
+    """docs/lanes-and-security.md's set-up, run as the owner (the role under a name of its own):
+    the role reads both lanes and writes only the one the profile lets it."""
+    [snippet] = blocks_of("sql", "Lanes, agent profiles and roles", "docs/lanes-and-security.md")
+    role = f"agent_sales_{uuid.uuid4().hex[:8]}"
+    assert "agent_sales" in snippet.text
+    try:
+        for statement in statements(snippet):
+            db.execute(statement.replace("agent_sales", role))
+        db.execute(f"set role {role}")
+        assert sorted(row[0] for row in db.execute("select * from emem.readable_lanes()")) == ["handbook", "sales"]
+        db.execute("select emem.put_record('note', 'Quote for Acme: 1200 EUR', 'sales')")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            db.execute("select emem.put_record('note', 'A new rule', 'handbook')")
+    finally:
+        db.execute("reset role")
+        db.execute(f"drop owned by {role}")
+        db.execute(f"drop role if exists {role}")
+
+
+def test_the_monitoring_queries_run(db: psycopg.Connection) -> None:
+    """docs/operations.md's monitoring SQL, as the owner, on a database with a space and a record
+    without a vector: health says what is missing, the queue holds it."""
+    [snippet] = blocks_of("sql", "Monitoring", "docs/operations.md")
+    db.execute("select emem.create_lane('notes')")
+    db.execute("select emem.create_embedding_space(%s, 384, %s, true)", (MODEL, MODEL_FINGERPRINT))
+    db.execute("select emem.put_record('note', 'no vector yet', 'notes')")
+    health, coverage, queue, version = (db.execute(statement).fetchone() for statement in statements(snippet))
+    assert health[0]["status"] == "degraded" and health[0]["reasons"] == ["vectors_incomplete"]
+    assert coverage[0] is not None
+    assert queue == (1, 0)
+    assert version[0] == re.search(r"default_version = '([^']+)'", (ROOT / "emem.control").read_text())[1]
+
+
+# ---- the documentation itself -----------------------------------------------------------------
+
+
+def test_the_readme_is_one_screen_or_two() -> None:
+    lines = text_of(README).count("\n")
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines: move the detail to docs/"
+
+
+def heading_anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings (a repeated one gets -1, -2, ...)."""
+    anchors: set[str] = set()
+    outside_code = re.sub(r"^```.*?^```$", "", text, flags=re.MULTILINE | re.DOTALL)
+    for heading in re.findall(r"^#{1,6} (.+)$", outside_code, re.MULTILINE):
+        anchor = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        unique, n = anchor, 0
+        while unique in anchors:
+            n += 1
+            unique = f"{anchor}-{n}"
+        anchors.add(unique)
+    return anchors
+
+
+def relative_links(text: str) -> list[str]:
+    outside_code = re.sub(r"^```.*?^```$", "", text, flags=re.MULTILINE | re.DOTALL)
+    outside_code = re.sub(r"`[^`\n]*`", "", outside_code)
+    targets = re.findall(r"\]\(([^)\s]+)\)", outside_code)
+    return [t for t in targets if not re.match(r"[a-z][a-z0-9+.-]*:", t)]
+
+
+@pytest.mark.parametrize("document", DOCUMENTATION)
+def test_every_relative_link_leads_to_a_file_and_heading_that_exist(document: str) -> None:
+    source = ROOT / document
+    assert source.exists(), f"{document} is part of the documentation"
+    broken = []
+    for link in relative_links(source.read_text(encoding="utf-8")):
+        path, _, anchor = link.partition("#")
+        target = (source.parent / path).resolve() if path else source
+        name = str(target.relative_to(ROOT)) if target.is_relative_to(ROOT) else str(target)
+        if not target.exists():
+            if name not in PENDING_DOCUMENTS:
+                broken.append(f"{link}: no such file")
+        elif anchor and target.suffix == ".md" and anchor not in heading_anchors(target.read_text(encoding="utf-8")):
+            broken.append(f"{link}: no such heading in {name}")
+    assert not broken, f"{document}: " + "; ".join(broken)
+
+
+@pytest.mark.parametrize("pending", sorted(PENDING_DOCUMENTS))
+def test_a_pending_document_is_still_missing(pending: str) -> None:
+    """Links to it are accepted only while it is missing: once it lands, they are checked."""
+    assert not (ROOT / pending).exists(), f"{pending} exists now: remove it from PENDING_DOCUMENTS"

@@ -1,4 +1,4 @@
-"""Ranking fixes of issue 19, in the database: words that are never full-text terms, edges above
+"""Ranking fixes of 0.2.0, in the database: words that are never full-text terms, edges above
 tags that match the same words, the thread around an exact hit, and degraded orders by relevance
 instead of record id."""
 
@@ -180,7 +180,7 @@ def test_degraded_full_text_ranks_by_bm25_not_record_id(lane) -> None:
     put(lane, [{"content": f"note {i} on Brightline"} for i in range(5)])
     for profile in ("fulltext", "fulltext_by_rarity", "fulltext_words"):
         assert ranked(lane, profile, "Kowalski") == [thrice, once_short, once_long], profile
-    # the seed's lookup keeps terms matched first: a note naming both comes before all of them
+    # the default profile's lookup keeps terms matched first: a note naming both comes before all of them
     [both] = put(lane, [{"content": long_text + " Brightline"}])
     assert ranked(lane, "fulltext", "Kowalski Brightline")[:4] == [both, thrice, once_short, once_long]
 

@@ -1,4 +1,4 @@
-"""Lanes hold (issue 6, item 1): for two roles bound to profiles with different lanes and a role
+"""Lanes hold: for two roles bound to profiles with different lanes and a role
 bound to none, no record of a lane a role cannot read reaches it through find, the envelope,
 the timeline, label intersection, explain, a direct SELECT on any relation of schema emem,
 an error message, a setting it sets, or a SECURITY DEFINER function called with another role's
@@ -303,7 +303,7 @@ def test_find_and_envelope_show_only_readable_records_and_the_page_rule_totals(
 def test_explain_tells_an_agent_no_more_than_find(
     vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection
 ) -> None:
-    """Per-lookup counts, list ranks and times span every lane: an agent (under the seed's rule)
+    """Per-lookup counts, list ranks and times span every lane: an agent (under page_filter)
     gets the analysis and its own rows' provenance, exactly what find tells it."""
 
     def explain(conn: psycopg.Connection, question: str, vector: str | None) -> dict:
@@ -823,9 +823,9 @@ def test_pgspot_finds_nothing_in_the_install_script() -> None:
     )
 
 
-def readme_api() -> tuple[set[str], set[str]]:
-    """The functions of the README's API table: (those for every role, those for the owner only)."""
-    text = (ROOT / "README.md").read_text()
+def documented_api() -> tuple[set[str], set[str]]:
+    """The functions of docs/sql-api.md's API table: (those for every role, those for the owner only)."""
+    text = (ROOT / "docs" / "sql-api.md").read_text()
     section = text[text.index("The API (`emem.` + name).") :]
     lines = section[section.index("| function | does |") :].split("\n\n")[0].splitlines()[2:]
     public: set[str] = set()
@@ -836,7 +836,7 @@ def readme_api() -> tuple[set[str], set[str]]:
     return public, owner
 
 
-def test_a_fresh_role_can_execute_exactly_the_readmes_api(
+def test_a_fresh_role_can_execute_exactly_the_documented_api(
     db: psycopg.Connection, make_role: Callable[..., str]
 ) -> None:
     """The private inside: everything else in schema emem is executable by the owner only."""
@@ -849,8 +849,8 @@ def test_a_fresh_role_can_execute_exactly_the_readmes_api(
             (fresh,),
         )
     }
-    public, owner = readme_api()
+    public, owner = documented_api()
     defined = {r[0] for r in db.execute("select proname from pg_proc where pronamespace = 'emem'::regnamespace")}
-    assert public | owner <= defined, f"the README names functions that do not exist: {(public | owner) - defined}"
+    assert public | owner <= defined, f"docs/sql-api.md names functions that do not exist: {(public | owner) - defined}"
     assert executable == public
     assert not owner & executable
