@@ -114,10 +114,11 @@ def analyse_misses(
     loaded: Loaded,
     answers: list[Answer],
     question_vectors: list[list[float]],
+    edges: list[tuple[str, str, str, dict]],
 ) -> None:
     """Prints the analysis of one configuration's answers, in the order of their questions'
-    vectors (a degraded answer, too, is far by meaning by its question's vector); the session
-    runs the configuration's profile."""
+    vectors (a degraded answer, too, is far by meaning by its question's vector), over the
+    corpus's edges; the session runs the configuration's profile."""
     dense = DenseRanks(loaded)
     tallies: dict[str, Tally] = defaultdict(Tally)
     crowded_in: Counter = Counter()  # list -> missed evidence it has in its first ten
@@ -179,7 +180,7 @@ def analyse_misses(
     if any("thread_context" in (a.explained or {}).get("lookups", {}) for a in answers):
         print(f"  thread_context had candidates for {thread_context_ran} of {len(answers)} questions")
     if corpus_name == "relations":
-        stop_word_pull(conn, answers, loaded)
+        stop_word_pull(conn, answers, loaded, edges)
 
 
 def shares(counter: Counter, total: int | None = None) -> str:
@@ -187,11 +188,14 @@ def shares(counter: Counter, total: int | None = None) -> str:
     return ", ".join(f"{name} {n} ({n / total:.0%})" for name, n in counter.most_common()) or "-"
 
 
-def without_relation_words(question: str) -> str | None:
-    """The question without the stop words that name relations; None when it has none."""
+def relation_words(question: str) -> set[str]:
+    """The question's stop words that name relations of the corpus."""
+    return {word for word in re.findall(r"[a-z]+", question.lower()) if word in STOP_WORD_RELATIONS}
+
+
+def without_relation_words(question: str) -> str:
     pattern = r"\b(" + "|".join(STOP_WORD_RELATIONS) + r")\b\s*"
-    stripped = re.sub(pattern, "", question, flags=re.IGNORECASE)
-    return stripped if stripped != question else None
+    return re.sub(pattern, "", question, flags=re.IGNORECASE)
 
 
 def tags_list(explained: dict[str, Any]) -> str | None:
@@ -199,44 +203,63 @@ def tags_list(explained: dict[str, Any]) -> str | None:
     return next((name for name in ("tags_by_terms", "tags") if name in lookups), None)
 
 
-def stop_word_pull(conn: psycopg.Connection, answers: list[Answer], loaded: Loaded) -> None:
-    """How much the relations named by stop words pull into the tags list, per question type."""
-    per_kind: dict[str, list[tuple[int, int, float, float, float, float, float, float]]] = defaultdict(list)
+@dataclass(frozen=True)
+class Pull:
+    """One question as asked and without its relation stop words (the same vector): the tags
+    list's size, the rank there of the entity it names (nan: not in it), recall at 10 and 30."""
+
+    sizes: tuple[int, int]
+    entity_ranks: tuple[float, float]
+    at_10: tuple[float, float]
+    at_30: tuple[float, float]
+
+
+def pull_of(conn: psycopg.Connection, answer: Answer, entity: int, list_name: str) -> Pull:
+    sizes, ranks, at_10, at_30 = [], [], [], []
+    for text in (answer.question.text, without_relation_words(answer.question.text)):
+        explained = explain(conn, text, answer.vector, 1, DEEP_PAGE_SIZE)  # the corpus is smaller
+        page = [row["record_id"] for row in explained["rows"]]
+        entity_row = next((row for row in explained["rows"] if row["record_id"] == entity), None)
+        sizes.append(explained["lookups"][list_name]["candidates"])
+        ranks.append(rank_or_nan(entity_row and entity_row["list_ranks"].get(list_name)))
+        at_10.append(recall(page, set(answer.evidence), 10))
+        at_30.append(recall(page, set(answer.evidence), 30))
+    return Pull((sizes[0], sizes[1]), (ranks[0], ranks[1]), (at_10[0], at_10[1]), (at_30[0], at_30[1]))
+
+
+def stop_word_pull(
+    conn: psycopg.Connection, answers: list[Answer], loaded: Loaded, edges: list[tuple[str, str, str, dict]]
+) -> None:
+    """What the relations named by stop words pull into the tags list, per question type and by
+    whether the stop word's relation is the one that links the evidence."""
+    groups: dict[str, list[Pull]] = defaultdict(list)
     for answer in answers:
-        stripped = without_relation_words(answer.question.text)
+        words, list_name = relation_words(answer.question.text), tags_list(answer.explained or {})
         entity = next((loaded.ids[k] for k, role in answer.question.roles.items() if role == "entity"), None)
-        name = tags_list(answer.explained or {})
-        if stripped is None or name is None:
+        if not words or list_name is None or entity is None:
             continue
-        plain = explain(conn, stripped, answer.vector)
-        ranks = [
-            whereabouts(conn, text, answer.vector, [entity])[entity].lists.get(name) if entity is not None else None
-            for text in (answer.question.text, stripped)
-        ]
-        plain_page = [row["record_id"] for row in plain["rows"]]
-        per_kind[answer.question.kind].append(
-            (
-                answer.explained["lookups"][name]["candidates"],
-                plain["lookups"][name]["candidates"],
-                rank_or_nan(ranks[0]),
-                rank_or_nan(ranks[1]),
-                recall(answer.page, set(answer.evidence), 10),
-                recall(plain_page, set(answer.evidence), 10),
-                recall(answer.page, set(answer.evidence), 30),
-                recall(plain_page, set(answer.evidence), 30),
-            )
-        )
-    for kind, rows in per_kind.items():
-        table = np.array(rows, dtype=np.float64)
-        sizes, stripped_sizes = table[:, 0], table[:, 1]
+        gold = answer.question.gold
+        links = any(relation in words and source in gold and target in gold for source, target, relation, _ in edges)
+        how = "its relation links the evidence" if links else "it names another relation than the evidence's"
+        groups[f"{answer.question.kind}, {how}"].append(pull_of(conn, answer, entity, list_name))
+    print("  relation stop words (as asked / without them, the same vector):")
+    for group, pulls in groups.items():
+        sizes = np.array([p.sizes for p in pulls], dtype=np.float64)
+        ranks = np.array([p.entity_ranks for p in pulls], dtype=np.float64)
         print(
-            f"  {kind}, {len(rows)} questions naming a relation by a stop word: tags list {np.mean(stripped_sizes):.1f}"
-            f" records without the stop word, {np.mean(sizes):.1f} with it (largest {int(sizes.max())}; grew for"
-            f" {int((sizes > stripped_sizes).sum())}); the named entity's median rank there"
-            f" {np.nanmedian(table[:, 3]):.0f} without, {np.nanmedian(table[:, 2]):.0f} with;"
-            f" R@10/R@30 without {np.mean(table[:, 5]):.3f}/{np.mean(table[:, 7]):.3f},"
-            f" with {np.mean(table[:, 4]):.3f}/{np.mean(table[:, 6]):.3f}"
+            f"    {group} ({len(pulls)} questions): tags list {sizes[:, 0].mean():.1f} / {sizes[:, 1].mean():.1f}"
+            f" records (largest {int(sizes[:, 0].max())}); the named entity's median rank there"
+            f" {median_rank(ranks[:, 0])} / {median_rank(ranks[:, 1])}; R@10"
+            f" {np.mean([p.at_10[0] for p in pulls]):.3f} / {np.mean([p.at_10[1] for p in pulls]):.3f}, R@30"
+            f" {np.mean([p.at_30[0] for p in pulls]):.3f} / {np.mean([p.at_30[1] for p in pulls]):.3f}"
         )
+
+
+def median_rank(ranks: np.ndarray) -> str:
+    """The median of the ranks where the record is in the list, and in how many it is."""
+    present = ranks[~np.isnan(ranks)]
+    median = f"{np.median(present):.0f}" if len(present) else "-"
+    return f"{median} (in {len(present)} of {len(ranks)})"
 
 
 def rank_or_nan(rank: int | None) -> float:

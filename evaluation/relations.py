@@ -2,12 +2,15 @@
 `over`), as people name them, beside tags made only of stop words (`won`, `to do`, `off`, `on`,
 `out`). Call notes, support tickets and internal memos are linked `about` the company, product or
 topic they concern (some three hundred such edges), tasks `for` a client, deals `with` one,
-disputes `over` an invoice; deals, tasks, printers and supplies carry their state as a tag.
+disputes `over` an invoice; deals, tasks, printers and supplies carry their state as a tag. An
+entity carries its name as a tag in its kind's namespace (`company:kestrel`).
 
 Question types:
 - stopword_incidental: the stop word is only grammar ("What do we know about Kestrel?", "What
   are we preparing for Lumaro?"); the evidence is the entity the question names and the records
-  linked to it by that relation, not every end of every `about` edge;
+  linked to it by that relation, not every end of every `about` edge. On a topic, the stop word
+  names another relation than the one that links the evidence ("What is the plan for the
+  budget?": the memos `about` the budget; `for` links tasks to clients);
 - stopword_point: the stop-word tag is what is asked ("Which deals have we won?"), alone or with
   a relation ("Which deals with Lumaro have we won?", "What is still to do for Lumaro?").
 
@@ -67,7 +70,28 @@ PRODUCTS = [
     "Delta switch",
     "Zeno watch",
 ]
-TOPICS = ["budget", "hiring", "office move", "security training", "travel policy", "pension plan", "parking", "canteen"]
+TOPICS = [
+    "budget",
+    "hiring",
+    "office move",
+    "security training",
+    "travel policy",
+    "pension plan",
+    "parking",
+    "canteen",
+    "bike scheme",
+    "remote work",
+    "holiday calendar",
+    "laptop refresh",
+    "expense rules",
+    "fire safety",
+    "recycling",
+    "mentoring",
+    "language classes",
+    "health checks",
+    "car pool",
+    "visitor badges",
+]
 CALL_NOTES = [
     "{they} want the renewal moved to {month}.",
     "{they} asked for a second training day for new staff.",
@@ -85,13 +109,17 @@ ISSUES = [
     "drains its battery overnight",
     "makes a clicking noise",
 ]
-MEMO = "Memo on the {topic}: {point}."
+# Questions on a topic with a stop word that names another relation than `about`, which links the memos.
+ON_TOPIC = ["What is the plan for the {x}?", "What is happening with the {x}?", "Any disagreement over the {x}?"]
 MEMO_POINTS = [
     "the proposal goes to the board in spring",
     "comments are welcome until Friday",
     "the old rules stay until the new ones are signed",
     "a survey of all staff comes first",
     "the works council has to agree",
+    "the costs are shared between the two sites",
+    "a pilot with one team runs first",
+    "the details follow in the staff newsletter",
 ]
 TASKS = [
     "prepare the renewal quote",
@@ -127,19 +155,11 @@ DISPUTES = [
 def build_relations_corpus(seed: int = 11) -> Corpus:
     rng = random.Random(f"relations-{seed}")
     corpus = Corpus()
-    companies = {
-        name: add(corpus, f"company:{slug(name)}", company_text(rng, name), ["company"], "entity") for name in COMPANIES
-    }
+    companies = {name: entity(corpus, "company", name, company_text(rng, name)) for name in COMPANIES}
     products = {
-        name: add(
-            corpus, f"product:{slug(name)}", f"The {name} is one of our hardware products.", ["product"], "entity"
-        )
-        for name in PRODUCTS
+        name: entity(corpus, "product", name, f"The {name} is one of our hardware products.") for name in PRODUCTS
     }
-    topics = {
-        topic: add(corpus, f"topic:{slug(topic)}", f"Internal topic: the {topic}.", ["topic"], "entity")
-        for topic in TOPICS
-    }
+    topics = {topic: entity(corpus, "topic", topic, f"Internal topic: the {topic}.") for topic in TOPICS}
     about_companies(rng, corpus, companies)
     about_products(rng, corpus, products)
     about_topics(rng, corpus, topics)
@@ -157,6 +177,11 @@ def slug(name: str) -> str:
 def add(corpus: Corpus, key: str, content: str, tags: list[str], kind: str = "note") -> str:
     corpus.records.append({"key": key, "kind": kind, "tags": tags, "content": content})
     return key
+
+
+def entity(corpus: Corpus, kind: str, name: str, content: str) -> str:
+    """An entity record, tagged with its kind and its name in the kind's namespace (`company:kestrel`)."""
+    return add(corpus, f"{kind}:{slug(name)}", content, [kind, f"{kind}:{slug(name)}"], "entity")
 
 
 def company_text(rng: random.Random, name: str) -> str:
@@ -207,11 +232,15 @@ def about_products(rng: random.Random, corpus: Corpus, products: dict[str, str])
 
 
 def about_topics(rng: random.Random, corpus: Corpus, topics: dict[str, str]) -> None:
-    """A hundred internal memos about a topic each, asked about by nobody: more `about` edges."""
-    for i in range(100):
-        topic = rng.choice(TOPICS)
-        memo = add(corpus, f"memo:{i}", MEMO.format(topic=topic, point=rng.choice(MEMO_POINTS)), ["memo"])
-        corpus.edges.append((memo, topics[topic], ABOUT, {}))
+    """Five internal memos about each topic, half of them without its name, asked for with a stop
+    word that names another relation (`for`, `with`, `over`)."""
+    for n, (topic, entity_key) in enumerate(topics.items()):
+        memos = [
+            add(corpus, f"memo:{slug(topic)}:{i}", f"Memo{f' on the {topic}' if i % 2 else ''}: {point}.", ["memo"])
+            for i, point in enumerate(rng.sample(MEMO_POINTS, 5))
+        ]
+        question = ON_TOPIC[n % len(ON_TOPIC)].format(x=topic)
+        ask(corpus, "stopword_incidental", question, linked(corpus, memos, ABOUT, entity_key))
 
 
 def tasks_for(rng: random.Random, corpus: Corpus, companies: dict[str, str]) -> None:

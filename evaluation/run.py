@@ -337,7 +337,7 @@ def evaluate_corpus(
             for run_name, answers in analysed.items():
                 profile, tuning = profiles[run_name.removesuffix(" degraded")]
                 use_profile(conn, profile, tuning)
-                analyse_misses(conn, name, run_name, loaded, answers, question_vectors)
+                analyse_misses(conn, name, run_name, loaded, answers, question_vectors, corpus.edges)
     return results
 
 

@@ -478,7 +478,7 @@ def article(noun: str) -> str:
     return f"{'an' if noun[0].lower() in 'aeiou' else 'a'} {noun}"
 
 
-def build_sessions_corpus(seed: int = 11, conversations: int = 4, speakers: int = 4, sessions: int = 24) -> Corpus:
+def build_sessions_corpus(seed: int = 11, conversations: int = 4, speakers: int = 4, sessions: int = 28) -> Corpus:
     rng = random.Random(f"sessions-{seed}")
     corpus = Corpus()
     names = rng.sample(SPEAKERS, conversations * speakers)
