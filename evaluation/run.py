@@ -299,13 +299,14 @@ def dump(out: TextIO, corpus_name: str, configuration: str, answers: list[Answer
 
 def evaluate_corpus(
     name: str, corpus: Corpus, args: argparse.Namespace, gateway: EmbeddedGateway, out: TextIO | None
-) -> dict[str, Recalls]:
-    """Loads the corpus into its database, runs every configuration, prints its table (and its
-    miss analysis)."""
+) -> None:
+    """Loads the corpus into its database, runs every configuration with a vector and degraded,
+    prints its table (and its miss analysis)."""
     profiles = configurations(args.grid)
-    explained = out is not None or (args.misses and name != "own")
+    analyse = args.misses and name != "own"
     results: dict[str, Recalls] = {}
     analysed: dict[str, list[Answer]] = {}
+    started = time.perf_counter()
     with fresh_database(f"{args.database}_{name}") as conn:
         loaded = load(conn, corpus, gateway)
         question_vectors = gateway.embed([q.text for q in corpus.questions])
@@ -314,31 +315,37 @@ def evaluate_corpus(
             if configuration != "dense_only":  # a dense-only answer without a vector is empty
                 runs[f"{configuration} degraded"] = None
             for run_name, vectors in runs.items():
-                answers = evaluate(conn, corpus, loaded, vectors, profile, tuning, explained)
+                answers = evaluate(conn, corpus, loaded, vectors, profile, tuning, out is not None or analyse)
                 results[run_name] = recalls(answers)
                 if out is not None and not configuration.startswith("grid"):
                     dump(out, name, run_name, answers, loaded)
                 if configuration in ("seed", "exact_first"):
                     analysed[run_name] = answers
-        counts: dict[str, int] = defaultdict(int)
-        for question in corpus.questions:
-            counts[question.kind] += 1
-            counts["all"] += 1
-        order = CORPORA[name].kinds
-        print(f"\n{name}: {len(corpus.records)} records, {len(corpus.edges)} edges, {len(corpus.questions)} questions")
-        print_table(results, counts, order)
-        if args.markdown:
-            print_markdown(results, counts, order)
-        if name == "own":
-            print("\n".join(check_targets(results, counts)))
-        if args.misses and name != "own":
+        report(name, corpus, results, args.markdown, time.perf_counter() - started)
+        if analyse:
             from misses import analyse_misses  # the analysis needs numpy, the recall alone does not
 
             for run_name, answers in analysed.items():
-                profile, tuning = profiles[run_name.removesuffix(" degraded")]
-                use_profile(conn, profile, tuning)
+                use_profile(conn, *profiles[run_name.removesuffix(" degraded")])
                 analyse_misses(conn, name, run_name, loaded, answers, question_vectors, corpus.edges)
-    return results
+
+
+def report(name: str, corpus: Corpus, results: dict[str, Recalls], markdown: bool, seconds: float) -> None:
+    """A corpus's recall table (and its Markdown; the own corpus's targets)."""
+    counts: dict[str, int] = defaultdict(int)
+    for question in corpus.questions:
+        counts[question.kind] += 1
+        counts["all"] += 1
+    order = CORPORA[name].kinds
+    print(
+        f"\n{name}: {len(corpus.records)} records, {len(corpus.edges)} edges, {len(corpus.windows)} windows,"
+        f" {len(corpus.questions)} questions ({seconds:.0f} s)"
+    )
+    print_table(results, counts, order)
+    if markdown:
+        print_markdown(results, counts, order)
+    if name == "own":
+        print("\n".join(check_targets(results, counts)))
 
 
 def main() -> None:
