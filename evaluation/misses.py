@@ -7,6 +7,9 @@ does not hold in its first ten rows, where e_gather_explain's lists had it.
   record_vectors itself only takes its nearest candidates);
 - the slots: which lookup placed the rows of the first ten that are not evidence, and for every
   lookup how much evidence a slot of its brings (over all questions);
+- one step: whether a missed record is linked by an edge to evidence the first ten hold, among
+  its ten nearest records by meaning, or within 3 positions of it in a thread (what a lookup
+  that follows exact hits could reach);
 - per role (issue 30's corpora say where each piece of evidence is: the key record, linked by an
   edge, in another thread, ...), and how often thread_context had candidates at all;
 - stop-word relations: for questions with a relation named by a stop word (`about`, `for`,
@@ -25,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import psycopg
+from corpus import Corpus
 from pages import Answer, Loaded, explain, recall
 from relations import STOP_WORD_RELATIONS
 
@@ -66,19 +70,17 @@ def whereabouts(
 
 
 class DenseRanks:
-    """Exact ranks by cosine similarity among all records of a corpus."""
+    """Exact ranks by cosine similarity among all records of a corpus (1: the nearest; records as
+    near share a rank)."""
 
     def __init__(self, loaded: Loaded) -> None:
-        self.ids = np.array([loaded.ids[key] for key in loaded.vectors])
+        self.index = {loaded.ids[key]: n for n, key in enumerate(loaded.vectors)}
         matrix = np.array(list(loaded.vectors.values()), dtype=np.float64)
         self.matrix = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
 
     def ranks(self, vector: list[float], wanted: Iterable[int]) -> dict[int, int]:
-        query = np.asarray(vector, dtype=np.float64)
-        similarities = self.matrix @ (query / np.linalg.norm(query))
-        order = self.ids[np.argsort(-similarities, kind="stable")]
-        position = {int(record_id): rank for rank, record_id in enumerate(order, start=1)}
-        return {record_id: position[record_id] for record_id in wanted}
+        similarities = self.matrix @ np.asarray(vector, dtype=np.float64)
+        return {record_id: 1 + int((similarities > similarities[self.index[record_id]]).sum()) for record_id in wanted}
 
 
 @dataclass
@@ -107,53 +109,58 @@ def depth_of(rank: int) -> str:
     return next(name for limit, name in DEPTHS if limit is None or rank <= limit)
 
 
-def analyse_misses(
-    conn: psycopg.Connection,
-    corpus_name: str,
-    configuration: str,
-    loaded: Loaded,
-    answers: list[Answer],
-    question_vectors: list[list[float]],
-    edges: list[tuple[str, str, str, dict]],
-) -> None:
-    """Prints the analysis of one configuration's answers, in the order of their questions'
-    vectors (a degraded answer, too, is far by meaning by its question's vector), over the
-    corpus's edges; the session runs the configuration's profile."""
-    dense = DenseRanks(loaded)
-    tallies: dict[str, Tally] = defaultdict(Tally)
-    crowded_in: Counter = Counter()  # list -> missed evidence it has in its first ten
-    took_slots: Counter = Counter()  # lookup -> rows of a first ten with a miss that are not evidence
-    slots, useful = Counter(), Counter()  # lookup -> rows it placed in a first ten, of them evidence
-    roles: dict[str, Counter] = defaultdict(Counter)  # role -> {"evidence", "missed", "crowded"}
-    thread_context_ran = 0
-    for answer, question_vector in zip(answers, question_vectors, strict=True):
+class Analysis:
+    """The tallies of one configuration's answers on one corpus."""
+
+    def __init__(self, conn: psycopg.Connection, corpus: Corpus, loaded: Loaded) -> None:
+        self.conn, self.corpus, self.loaded = conn, corpus, loaded
+        self.dense = DenseRanks(loaded)
+        self.key_of = {record_id: key for key, record_id in loaded.ids.items()}
+        records = {r["key"]: r for r in corpus.records}
+        self.place_in_thread = {
+            loaded.ids[key]: (r["thread_id"], r["thread_position"]) for key, r in records.items() if "thread_id" in r
+        }
+        self.linked = {(loaded.ids[s], loaded.ids[t]) for s, t, _, _ in corpus.edges}
+        self.linked |= {(t, s) for s, t in self.linked}
+        self.tallies: dict[str, Tally] = defaultdict(Tally)
+        self.crowded_in: Counter = Counter()  # list -> missed evidence it has in its first ten
+        self.took_slots: Counter = Counter()  # lookup -> rows of a first ten with a miss that are not evidence
+        self.slots, self.useful = Counter(), Counter()  # lookup -> rows it placed in a first ten, of them evidence
+        self.roles: dict[str, Counter] = defaultdict(Counter)  # role -> evidence, missed, crowded
+        self.one_hop: Counter = Counter()  # how a missed record is one hop from evidence in the first ten
+        self.thread_context_ran = 0
+
+    def add(self, answer: Answer, question_vector: list[float]) -> None:
         explained = answer.explained or {}
         first_ten = explained["rows"][:10]
         for row in first_ten:
-            slots[row["placed_by"]] += 1
-            useful[row["placed_by"]] += row["record_id"] in answer.evidence
+            self.slots[row["placed_by"]] += 1
+            self.useful[row["placed_by"]] += row["record_id"] in answer.evidence
         if explained.get("lookups", {}).get("thread_context", {}).get("candidates"):
-            thread_context_ran += 1
+            self.thread_context_ran += 1
         missed = answer.evidence - set(answer.page[:10])
-        role_of = {loaded.ids[key]: role for key, role in answer.question.roles.items()}
+        role_of = {self.loaded.ids[key]: role for key, role in answer.question.roles.items()}
         for record_id in answer.evidence:
-            roles[role_of.get(record_id, "evidence")]["evidence"] += 1
-        for tally in (tallies[answer.question.kind], tallies["all"]):
+            self.roles[role_of.get(record_id, "evidence")]["evidence"] += 1
+        kinds = (self.tallies[answer.question.kind], self.tallies["all"])
+        for tally in kinds:
             tally.questions += 1
             tally.evidence += len(answer.evidence)
             tally.missed += len(missed)
         if not missed:
-            continue
-        took_slots.update(row["placed_by"] for row in first_ten if row["record_id"] not in answer.evidence)
-        places = whereabouts(conn, answer.question.text, answer.vector, missed)
-        far = dense.ranks(question_vector, missed)
+            return
+        self.took_slots.update(row["placed_by"] for row in first_ten if row["record_id"] not in answer.evidence)
+        places = whereabouts(self.conn, answer.question.text, answer.vector, missed)
+        far = self.dense.ranks(question_vector, missed)
+        found = answer.evidence & set(answer.page[:10])
         for record_id in missed:
-            place, role = places[record_id], roles[role_of.get(record_id, "evidence")]
+            place, role = places[record_id], self.roles[role_of.get(record_id, "evidence")]
             role["missed"] += 1
             near = {name for name, rank in place.lists.items() if rank <= 10}
-            crowded_in.update(near)
+            self.crowded_in.update(near)
             role["crowded"] += bool(near)
-            for tally in (tallies[answer.question.kind], tallies["all"]):
+            self.one_hop.update(self.hops(record_id, found) or {"none"})
+            for tally in kinds:
                 if near:
                     tally.crowded += 1
                 elif place.best is None:
@@ -161,26 +168,71 @@ def analyse_misses(
                 else:
                     tally.depth[depth_of(place.best)] += 1
                 tally.far_by_meaning += far[record_id] > FAR_BY_MEANING
-    mode = "degraded" if configuration.endswith("degraded") else "with a vector"
-    print(f"\nmisses at 10, {corpus_name}, {configuration.removesuffix(' degraded')} {mode}:")
-    print(HEADER)
-    for kind in [*(k for k in tallies if k != "all"), "all"]:
-        print(tallies[kind].row(kind))
-    print("  missed evidence in the first ten of: " + shares(crowded_in, tallies["all"].missed))
-    print("  rows of the first ten that are not evidence (questions with a miss), placed by: " + shares(took_slots))
-    print(
-        "  evidence per slot of the first ten (all questions): "
-        + ", ".join(f"{name} {useful[name] / n:.3f} of {n}" for name, n in slots.most_common())
-    )
-    if len(roles) > 1:
+
+    def hops(self, record_id: int, found: set[int]) -> set[str]:
+        """How a missed record is one step from evidence page 1 has in its first ten: linked by an
+        edge, among its ten nearest records by meaning, within 3 positions of its thread."""
+        ways = set()
+        thread = self.place_in_thread.get(record_id)
+        for other in found:
+            if (record_id, other) in self.linked:
+                ways.add("edge")
+            vector = self.loaded.vectors[self.key_of[other]]
+            if self.dense.ranks(vector, [record_id])[record_id] <= 11:  # the record itself is the first
+                ways.add("meaning")
+            there = self.place_in_thread.get(other)
+            if thread and there and thread[0] == there[0] and abs(thread[1] - there[1]) <= 3:
+                ways.add("thread")
+        return ways
+
+    def report(self, title: str) -> None:
+        print(f"\nmisses at 10, {title}:")
+        print(HEADER)
+        for kind in [*(k for k in self.tallies if k != "all"), "all"]:
+            print(self.tallies[kind].row(kind))
+        print("  missed evidence in the first ten of: " + shares(self.crowded_in, self.tallies["all"].missed))
         print(
-            "  by role (missed / evidence, of the missed in some list's first ten): "
-            + ", ".join(f"{role} {c['missed']}/{c['evidence']} ({c['crowded']})" for role, c in sorted(roles.items()))
+            "  rows of the first ten that are not evidence (questions with a miss), placed by: "
+            + shares(self.took_slots)
         )
+        print(
+            "  evidence per slot of the first ten (all questions): "
+            + ", ".join(f"{name} {self.useful[name] / n:.3f} of {n}" for name, n in self.slots.most_common())
+        )
+        print(
+            "  missed evidence one step from evidence in the first ten, by: "
+            + shares(self.one_hop, self.tallies["all"].missed)
+        )
+        if len(self.roles) > 1:
+            print(
+                "  by role (missed / evidence, of the missed in some list's first ten): "
+                + ", ".join(
+                    f"{role} {c['missed']}/{c['evidence']} ({c['crowded']})" for role, c in sorted(self.roles.items())
+                )
+            )
+
+
+def analyse_misses(
+    conn: psycopg.Connection,
+    corpus_name: str,
+    configuration: str,
+    corpus: Corpus,
+    loaded: Loaded,
+    answers: list[Answer],
+    question_vectors: list[list[float]],
+) -> None:
+    """Prints the analysis of one configuration's answers, in the order of their questions'
+    vectors (a degraded answer, too, is far by meaning by its question's vector); the session
+    runs the configuration's profile."""
+    analysis = Analysis(conn, corpus, loaded)
+    for answer, question_vector in zip(answers, question_vectors, strict=True):
+        analysis.add(answer, question_vector)
+    mode = "degraded" if configuration.endswith("degraded") else "with a vector"
+    analysis.report(f"{corpus_name}, {configuration.removesuffix(' degraded')} {mode}")
     if any("thread_context" in (a.explained or {}).get("lookups", {}) for a in answers):
-        print(f"  thread_context had candidates for {thread_context_ran} of {len(answers)} questions")
+        print(f"  thread_context had candidates for {analysis.thread_context_ran} of {len(answers)} questions")
     if corpus_name == "relations":
-        stop_word_pull(conn, answers, loaded, edges)
+        stop_word_pull(conn, answers, loaded, corpus.edges)
 
 
 def shares(counter: Counter, total: int | None = None) -> str:

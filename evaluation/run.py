@@ -327,7 +327,7 @@ def evaluate_corpus(
 
             for run_name, answers in analysed.items():
                 use_profile(conn, *profiles[run_name.removesuffix(" degraded")])
-                analyse_misses(conn, name, run_name, loaded, answers, question_vectors, corpus.edges)
+                analyse_misses(conn, name, run_name, corpus, loaded, answers, question_vectors)
 
 
 def report(name: str, corpus: Corpus, results: dict[str, Recalls], markdown: bool, seconds: float) -> None:
