@@ -39,9 +39,8 @@ FAR_BY_MEANING = 100  # an exact cosine rank past this is far by meaning
 
 @dataclass(frozen=True)
 class Whereabouts:
-    """Where one record stands in a question's merged list and in each lookup's list."""
+    """Where one record stands in each lookup's list of a question (rank from 1)."""
 
-    merged: int | None
     lists: dict[str, int]
 
     @property
@@ -60,12 +59,12 @@ def whereabouts(
         for row in explained["rows"]:
             if row["record_id"] in missing:
                 ranks = {name: rank for name, rank in (row.get("list_ranks") or {}).items() if rank is not None}
-                found[row["record_id"]] = Whereabouts(row["rank"], ranks)
+                found[row["record_id"]] = Whereabouts(ranks)
                 missing.discard(row["record_id"])
         if page * DEEP_PAGE_SIZE >= explained["total_candidates"]:
             break
         page += 1
-    found.update({record_id: Whereabouts(None, {}) for record_id in missing})
+    found.update({record_id: Whereabouts({}) for record_id in missing})
     return found
 
 
@@ -200,7 +199,7 @@ class Analysis:
             + ", ".join(f"{name} {self.useful[name] / n:.3f} of {n}" for name, n in self.slots.most_common())
         )
         print(
-            "  missed evidence one step from evidence in the first ten, by: "
+            "  missed evidence one step from evidence in the first ten (a record may count in several), by: "
             + shares(self.one_hop, self.tallies["all"].missed)
         )
         if len(self.roles) > 1:
