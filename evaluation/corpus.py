@@ -47,6 +47,9 @@ class Question:
     kind: str
     text: str
     gold: set[str]
+    # Where each gold record stands towards the question's key, for the miss analysis (the
+    # corpora shaped like real ones fill it: "key", "edge", "entity", "other thread", ...).
+    roles: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

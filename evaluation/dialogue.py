@@ -141,16 +141,19 @@ def add_dialogue_part(rng: random.Random, corpus: Corpus, conversations: int = 6
         corpus.windows.extend(keys[i : i + 3] for i in range(len(keys) - 2))
 
 
-def add_turn(corpus: Corpus, thread: str, position: int, speaker: str, text: str) -> str:
+def add_turn(
+    corpus: Corpus, thread: str, position: int, speaker: str, text: str, occurred_at: str | None = None
+) -> str:
     key = f"turn:{thread}:{position}"
-    corpus.records.append(
-        {
-            "key": key,
-            "kind": "conversation",
-            "thread_id": thread,
-            "thread_position": position,
-            "content": f"{speaker}: {text}",
-            "tags": [],
-        }
-    )
+    record = {
+        "key": key,
+        "kind": "conversation",
+        "thread_id": thread,
+        "thread_position": position,
+        "content": f"{speaker}: {text}",
+        "tags": [],
+    }
+    if occurred_at is not None:
+        record["occurred_at"] = occurred_at
+    corpus.records.append(record)
     return key
