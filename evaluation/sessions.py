@@ -1,4 +1,4 @@
-"""The `sessions` corpus (issue 30): long multi-session conversations without tags, shaped like
+"""The `sessions` corpus: long multi-session conversations without tags, shaped like
 LoCoMo's. Each conversation is one thread of three or four friends chatting in dated sessions
 over months; every turn says who speaks ("Zofia: ..."), so a speaker's name is on a hundred or
 more turns. Facts are stated once (a pet, a relative, a job, trips, a hobby, life events) and
