@@ -174,7 +174,7 @@ def test_the_owner_sets_what_an_agent_profile_runs_under(
     for setting, value, message in [
         ("emem.pipeline_profile", "colours", "unknown lookup 'colours'"),
         ("emem.record_vector_candidates", "0", "out of range"),
-        ("emem.lane_isolation", "loose", "accepted: seed, strict"),
+        ("emem.lane_isolation", "loose", "accepted: page_filter, strict"),
         ("emem.nothing", "1", "unknown setting"),
     ]:
         with pytest.raises(errors.InvalidParameterValue, match=message):

@@ -4,6 +4,7 @@ import psycopg
 import pytest
 
 from emem_db.profile import ProfileError, parse_profile
+from emem_db.settings import find_settings, lane_isolation_mode
 
 ACCEPTED = r"must be a number from 0\.000001 to 1000000"
 
@@ -25,3 +26,10 @@ def test_the_database_refuses_an_overflowing_weight(db: psycopg.Connection) -> N
     db.execute("set emem.pipeline_profile = 'tags:1e308, fulltext:1e308'")
     with pytest.raises(psycopg.errors.InvalidParameterValue, match=ACCEPTED):
         db.execute("select emem.e_gather_find_envelope('apollo', null)")
+
+
+def test_lane_isolation_is_named_for_what_it_does_and_takes_its_old_name() -> None:
+    assert lane_isolation_mode(" Seed ") == lane_isolation_mode("page_filter") == "page_filter"
+    assert not find_settings({"emem.lane_isolation": "seed"}).strict
+    assert not find_settings({}).strict
+    assert find_settings({"emem.lane_isolation": "strict"}).strict

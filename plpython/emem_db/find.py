@@ -396,7 +396,7 @@ def lookups_of(request: Request) -> list[dict]:
 
 
 def lane_isolation(request: Request) -> str:
-    return "strict" if request.strict else "seed"
+    return "strict" if request.strict else "page_filter"
 
 
 @dataclass(frozen=True)

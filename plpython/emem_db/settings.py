@@ -17,7 +17,10 @@ from .profile import ProfileError, parse_profile
 from .registry import SEED_PROFILE
 
 MAX_CANDIDATES = 1_000  # pgvector's largest hnsw.ef_search
-LANE_ISOLATION_MODES = ("seed", "strict")
+# page_filter (the default): every lookup reads every lane and the page is cut before the lane
+# filter; strict: every lookup reads the caller's lanes only. `seed` is the old name of page_filter.
+LANE_ISOLATION_MODES = ("page_filter", "strict")
+LANE_ISOLATION_ALIASES = {"seed": "page_filter"}
 MAX_TOTALS_BOUND = 2_147_483_647  # totals are counted up to a bound that fits an integer
 
 
@@ -48,8 +51,14 @@ def _totals_bound(value: str) -> None:
         )
 
 
+def lane_isolation_mode(value: str) -> str:
+    """The mode a value of emem.lane_isolation names (an alias gives the mode's name)."""
+    mode = value.strip().lower()
+    return LANE_ISOLATION_ALIASES.get(mode, mode)
+
+
 def _isolation(value: str) -> None:
-    if value.strip().lower() not in LANE_ISOLATION_MODES:
+    if lane_isolation_mode(value) not in LANE_ISOLATION_MODES:
         raise SettingError(f"emem.lane_isolation = {value!r}; accepted: {', '.join(LANE_ISOLATION_MODES)}")
 
 
@@ -72,7 +81,7 @@ SETTINGS: dict[str, Setting] = {
     "emem.pipeline_profile": Setting(SEED_PROFILE, _profile),
     "emem.record_vector_candidates": Setting("100", _candidate_count("emem.record_vector_candidates")),
     "emem.window_vector_candidates": Setting("20", _candidate_count("emem.window_vector_candidates")),
-    "emem.lane_isolation": Setting("seed", _isolation),
+    "emem.lane_isolation": Setting("page_filter", _isolation),
     # Below this share of records and windows with a current vector of the active space, health
     # and finds say vectors_incomplete; 1: every one.
     "emem.vector_coverage_threshold": Setting("1", _share),
@@ -109,7 +118,7 @@ def find_settings(values: dict[str, str | None]) -> FindSettings:
             "record_vectors": int(chosen["emem.record_vector_candidates"]),
             "window_vectors": int(chosen["emem.window_vector_candidates"]),
         },
-        chosen["emem.lane_isolation"].strip().lower() == "strict",
+        lane_isolation_mode(chosen["emem.lane_isolation"]) == "strict",
         coverage_threshold(chosen),
         int(chosen["emem.exact_totals_up_to"]),
     )
