@@ -358,4 +358,4 @@ begin
 end
 $$;
 comment on function emem.set_agent_setting(text, text, text) is
-  'Sets (value NULL: removes) an emem setting for the finds of an agent profile''s roles: emem.pipeline_profile, emem.record_vector_candidates, emem.window_vector_candidates, emem.lane_isolation (page_filter, the default, or strict; seed is page_filter's old name), emem.vector_coverage_threshold (0 to 1), emem.exact_totals_up_to (0: totals always exact). Agents cannot change them in their sessions. Returns the profile''s settings.';
+  'Sets (value NULL: removes) an emem setting for the finds of an agent profile''s roles: emem.pipeline_profile, emem.record_vector_candidates, emem.window_vector_candidates, emem.lane_isolation (page_filter, the default, or strict; seed is the old name of page_filter), emem.vector_coverage_threshold (0 to 1), emem.exact_totals_up_to (0: totals always exact). Agents cannot change them in their sessions. Returns the profile''s settings.';
