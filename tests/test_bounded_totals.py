@@ -91,7 +91,7 @@ def pay_ledgers(db: psycopg.Connection, own: list[int], other: list[int]) -> Non
 def agents(corpus: psycopg.Connection, make_role: Callable[..., str], dsn: Callable[..., str]) -> Iterator[dict]:
     """An agent per lane rule, each reading lane `own` only."""
     connections = {}
-    for isolation in ("seed", "strict"):
+    for isolation in ("page_filter", "strict"):
         profile = f"reader_{isolation}"
         corpus.execute("select emem.create_agent_profile(%s, array['own'])", (profile,))
         corpus.execute("select emem.set_agent_setting(%s, 'emem.lane_isolation', %s)", (profile, isolation))
@@ -175,20 +175,20 @@ def test_seed_rule_counts_every_lane_and_strict_isolation_only_the_readable(
     """The agents read lane `own` (60 records tagged common among its records); lane `other` holds
     150 more."""
     question = QUESTIONS["tag"]
-    seed_total = exact_totals(agents["seed"], corpus, question, vector)
+    seed_total = exact_totals(agents["page_filter"], corpus, question, vector)
     strict_total = exact_totals(agents["strict"], corpus, question, vector)
     (readable,) = corpus.execute("select count(*) from emem.records where lane_name = 'own'").fetchone()
     assert seed_total >= OWN + OTHER and OWN <= strict_total <= readable < OWN + OTHER
     readings = {isolation: pages(conn, question, vector) for isolation, conn in agents.items()}
     for bound in (50, 100, 250):
         set_bound(corpus, bound)
-        for isolation, total in (("seed", seed_total), ("strict", strict_total)):
+        for isolation, total in (("page_filter", seed_total), ("strict", strict_total)):
             found = envelope(agents[isolation], question, vector)
             assert_bounded(found, total, bound)
             assert found["lane_isolation"] == isolation
             assert pages(agents[isolation], question, vector) == readings[isolation]
     set_bound(corpus, 100)  # between the readable lane's candidates and every lane's
-    assert not envelope(agents["seed"], question, vector)["totals_exact"]
+    assert not envelope(agents["page_filter"], question, vector)["totals_exact"]
     assert envelope(agents["strict"], question, vector)["totals_exact"]
 
 
@@ -197,7 +197,7 @@ def test_explain_says_whether_the_totals_are_exact(
 ) -> None:
     set_bound(corpus, 100)
     question = QUESTIONS["mixed"]
-    for conn in (corpus, agents["seed"], agents["strict"]):
+    for conn in (corpus, agents["page_filter"], agents["strict"]):
         explained = conn.execute("select emem.e_gather_explain(%s, %s::vector)", (question, VECTOR)).fetchone()[0]
         found = envelope(conn, question, VECTOR)
         assert explained["totals_exact"] == found["totals_exact"]
@@ -255,7 +255,7 @@ def narrow_everything(conn: psycopg.Connection, max_broad_parts: int = 5) -> Non
 
 
 @pytest.mark.parametrize("vector", [VECTOR, None], ids=["vector", "degraded"])
-@pytest.mark.parametrize("reader", ["owner", "seed", "strict"])
+@pytest.mark.parametrize("reader", ["owner", "page_filter", "strict"])
 @pytest.mark.parametrize(
     "profile", ["record_vectors, tags, window_vectors, fulltext", "tags_by_terms, fulltext_by_rarity"]
 )
@@ -271,7 +271,7 @@ def test_broad_reading_gives_the_pages_and_honest_totals_of_the_exact_reading(
     edges probed and their ends counted up to the bound) against one reading whole."""
     corpus.execute("analyze emem.edge_labels")
     corpus.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
-    for name in ("reader_seed", "reader_strict"):
+    for name in ("reader_page_filter", "reader_strict"):
         corpus.execute("select emem.set_agent_setting(%s, 'emem.pipeline_profile', %s)", (name, profile))
     with psycopg.connect(dsn(), autocommit=True) as lazy, psycopg.connect(dsn(), autocommit=True) as whole:
         narrow_everything(lazy)
@@ -327,7 +327,7 @@ def test_the_bound_is_checked(corpus: psycopg.Connection, agents: dict[str, psyc
     with pytest.raises(errors.InvalidParameterValue, match=r"emem\.exact_totals_up_to .* accepted: an integer from 0"):
         envelope(corpus, QUESTIONS["tag"], None)
     with pytest.raises(errors.InvalidParameterValue, match="accepted: an integer from 0"):
-        corpus.execute("select emem.set_agent_setting('reader_seed', 'emem.exact_totals_up_to', %s)", (value,))
+        corpus.execute("select emem.set_agent_setting('reader_page_filter', 'emem.exact_totals_up_to', %s)", (value,))
 
 
 def test_an_agent_cannot_choose_its_own_bound(
@@ -335,9 +335,9 @@ def test_an_agent_cannot_choose_its_own_bound(
 ) -> None:
     """Exact totals on demand would let an agent pay for counting every lane: the owner decides."""
     set_bound(corpus, 50)
-    agent = agents["seed"]
+    agent = agents["page_filter"]
     agent.execute("set emem.exact_totals_up_to = 0")
     found = envelope(agent, QUESTIONS["tag"], None)
     assert not found["totals_exact"]
     with pytest.raises(errors.InsufficientPrivilege):
-        agent.execute("select emem.set_agent_setting('reader_seed', 'emem.exact_totals_up_to', '0')")
+        agent.execute("select emem.set_agent_setting('reader_page_filter', 'emem.exact_totals_up_to', '0')")

@@ -198,7 +198,7 @@ def test_an_edge_into_an_unreadable_lane_surfaces_nothing(
     shared_end = lanes["shared"][1]
     owner = envelope(db, "termination planned", vector)
     assert any(r["record_id"] == shared_end and "tags" in " ".join(r["found_by"]) for r in owner["rows"])
-    for isolation in ("seed", "strict"):
+    for isolation in ("page_filter", "strict"):
         db.execute("select emem.set_agent_setting('agent', 'emem.lane_isolation', %s)", (isolation,))
         found = envelope(agent, "termination planned", vector)
         for row in found["rows"]:
