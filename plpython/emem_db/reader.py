@@ -11,6 +11,7 @@ from typing import Any
 from .analysis import QuestionAnalysis
 from .entry import Backend
 from .merge import Candidate
+from .sets import SetSql
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,11 @@ class Reader:
         if lanes is None:
             return None
         return f"array[{', '.join(self.plpy.quote_literal(lane) for lane in lanes)}]::text[]"
+
+    @functools.cached_property
+    def sets(self) -> SetSql:
+        """Renders the request's sets of records, within its lanes."""
+        return SetSql(self.plpy, self.lanes_sql)
 
     @property
     def space(self) -> Space:

@@ -77,7 +77,7 @@ def total_candidates(reader: Reader, lists: list[CandidateList]) -> int:
         candidates, match = counted[0]
         outside = (
             "select pg_catalog.count(*) as n from pg_catalog.unnest($1::bigint[]) as id"
-            f" where not ({match.holds('id')})"
+            f" where not ({reader.sets.holds(match.everything, 'id')})"
         )
         return (
             candidates.size()
@@ -89,7 +89,7 @@ def total_candidates(reader: Reader, lists: list[CandidateList]) -> int:
             )[0]["n"]
         )
     at_hand.update(record_id for _, match in counted for record_id in match.known_ids)
-    union = " union ".join(f"({match.ids_sql})" for _, match in counted)
+    union = " union ".join(f"({reader.sets.ids(match.records)})" for _, match in counted)
     return reader.execute(
         f"select pg_catalog.count(*) as n from ({union} union select pg_catalog.unnest($1::bigint[])) as c",
         ["bigint[]"],

@@ -2,17 +2,11 @@
 
 import itertools
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ..merge import Candidate
-from ..reader import Reader
-
-# SQL text that holds for a record, given the SQL of the record's id.
-Predicate = Callable[[str], str]
-# How many records a set holds, counted only up to a limit: min(size, limit), at a cost that
-# grows with the limit, not with the set.
-CountUpTo = Callable[[int], int]
+from ..sets import AnyOf, Listed, RecordSet
 
 
 @dataclass(frozen=True)
@@ -47,37 +41,33 @@ class Size:
         )
 
 
-def capped_count(reader: Reader, ids_sql: str) -> CountUpTo:
-    """Counts the records of a query of ids without duplicates, up to a limit."""
+class Counter(ABC):
+    """How to count a match faster than by its distinct ids (the tags lookup's whole match)."""
 
-    def count_up_to(limit: int) -> int:
-        return reader.execute(
-            f"select pg_catalog.count(*) as n from ({ids_sql} limit {limit:d}) as capped", [], [], cache=False
-        )[0]["n"]
+    @abstractmethod
+    def count(self) -> int:
+        """The match's size."""
 
-    return count_up_to
+    @abstractmethod
+    def count_up_to(self, limit: int) -> int:
+        """min(size, limit)."""
 
 
 @dataclass(frozen=True)
 class Match:
-    """A set of records given as SQL, so that several combine in one statement: a predicate over a
-    record-id expression, a query of their ids (less `known_ids`, already at hand), a statement
-    that counts them (its one column `n`), and optionally a query of their ids in record-id order
-    (for the degraded order). What is known of its size comes without a statement; `count_up_to`
-    counts it up to a limit."""
+    """The records a list reads lazily: a set (sets.RecordSet, plain data that SetSql renders into
+    every form the list needs), what is known of its size without a statement, records already at
+    hand that the set's SQL leaves out (`known_ids`), and optionally a faster way to count it."""
 
-    holds: Predicate
-    ids_sql: str
-    count_sql: str
-    count_up_to: CountUpTo
+    records: RecordSet
     size: Size = Size(0)
-    count_types: tuple[str, ...] = ()
-    count_args: tuple = ()
     known_ids: Sequence[int] = ()
-    ids_in_order_sql: str | None = None
-    # Whether ids_in_order_sql passes only records of a part (an index in record-id order, a tag's
-    # records), never every record: degraded, such a match is read lazily at any size.
-    in_order_cheaply: bool = False
+    counter: Counter | None = None
+
+    @property
+    def everything(self) -> RecordSet:
+        """The set with the records at hand."""
+        return AnyOf((self.records, Listed(tuple(self.known_ids)))) if self.known_ids else self.records
 
 
 @dataclass(frozen=True)

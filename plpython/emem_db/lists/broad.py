@@ -5,8 +5,8 @@ With a vector, the matching records nearest the question come from an iterative 
 filtered by the match (what a page needs, not every matching row). If the scan stops short (it
 ran out, or hit hnsw.max_scan_tuples), the list falls back to the exact order, which also brings
 the matching records without a vector. Degraded, the match is read in record-id order
-(Match.ids_in_order_sql: from an index, or by walking records and probing them), else in the
-exact order.
+(SetSql.ids_in_order: from an index, or by walking records and probing them), else in the exact
+order.
 
 A match known to hold at most Reader.probed_limit records is read whole. Any other is read
 lazily within a budget (Reader.scan_budget): a scan or walk that passes that many records without
@@ -29,6 +29,7 @@ class BroadList(CandidateList):
         self.complete = False
         self._size: int | None = None
         self._broad: bool | None = None
+        self.sets = reader.sets
 
     def __getitem__(self, index: int) -> Candidate:
         while index >= len(self.loaded) and not self.complete:
@@ -43,9 +44,10 @@ class BroadList(CandidateList):
         if self._size is None:
             self._size = match.size.exact
         if self._size is None:
-            self._size = self.reader.execute(
-                match.count_sql, list(match.count_types), list(match.count_args), cache=False
-            )[0]["n"]
+            if match.counter is not None:
+                self._size = match.counter.count()
+            else:
+                self._size = self.reader.execute(self.sets.count(match.everything), [], [], cache=False)[0]["n"]
         return self._size
 
     def known_size(self) -> Size:
@@ -55,15 +57,20 @@ class BroadList(CandidateList):
         known = self.known_size()
         if known.exact is not None or known.lower >= limit:
             return min(known.lower, limit)
-        counted = self.match.count_up_to(limit)
+        match = self.match
+        if match.counter is not None:
+            counted = match.counter.count_up_to(limit)
+        else:
+            counted = self.reader.execute(self.sets.count_up_to(match.everything, limit), [], [], cache=False)[0]["n"]
         if counted < limit:
             self._size = counted  # counted whole
         return counted
 
     def members(self, record_ids: Iterable[int]) -> set[int]:
         """Probed, not fetched."""
+        held = self.sets.holds(self.match.everything, "id")
         rows = self.reader.execute(
-            f"select id from pg_catalog.unnest($1::bigint[]) as id where {self.match.holds('id')}",
+            f"select id from pg_catalog.unnest($1::bigint[]) as id where {held}",
             ["bigint[]"],
             [list(record_ids)],
             cache=False,
@@ -89,10 +96,17 @@ class BroadList(CandidateList):
             return
         budget = self.reader.scan_budget(limit)
         rows = self.in_record_id_order(limit, budget) if self.reader.degraded else self.nearest_matching(limit, budget)
-        if rows is None or (len(rows) < limit and not (self.reader.degraded and self.match.in_order_cheaply)):
+        if rows is None or (len(rows) < limit and not (self.reader.degraded and self.in_order_cheaply)):
             self.loaded, self.complete = self.exact(), True
         else:
             self.loaded, self.complete = rows, len(rows) < limit
+
+    @property
+    def in_order_cheaply(self) -> bool:
+        """Whether the read in record-id order passes only the match's own records (an index, a
+        tag's records), never every record: degraded, such a match is read lazily at any size."""
+        ordered = self.sets.ids_in_order(self.match.records)
+        return ordered is not None and ordered[1]
 
     def nearest_matching(self, limit: int, budget: int) -> list[Candidate]:
         """The `limit` matching records nearest the question, from the HNSW index, passing at
@@ -101,7 +115,7 @@ class BroadList(CandidateList):
         sql = f"""
             select rv.record_id, {reader.vector_distance_sql("rv.embedding")} as distance
             from emem.record_vectors as rv
-            where rv.space_id = {reader.space.space_id:d} and {self.match.holds("rv.record_id")}
+            where rv.space_id = {reader.space.space_id:d} and {self.sets.holds(self.match.everything, "rv.record_id")}
             order by distance limit $2"""
         scan = {
             "hnsw.iterative_scan": "strict_order",
@@ -115,7 +129,8 @@ class BroadList(CandidateList):
         """The whole match by distance (degraded: by record id)."""
         return self.reader.candidates(
             f"""select found.record_id, {self.reader.distance_sql("$1")} as distance
-                from ({self.match.ids_sql} union select pg_catalog.unnest($2::bigint[])) as found (record_id)
+                from ({self.sets.ids(self.match.records)} union select pg_catalog.unnest($2::bigint[]))
+                     as found (record_id)
                 order by distance nulls last, found.record_id""",
             ["public.vector", "bigint[]"],
             [self.reader.request.vector, list(self.match.known_ids)],
@@ -126,15 +141,17 @@ class BroadList(CandidateList):
         """The first `limit` records by id (None: the match has no such read): from an index or a
         part, or walking at most `budget` records in their primary key's order (fewer rows: the
         match is exhausted or too sparse for the walk)."""
-        ordered = self.match.ids_in_order_sql
+        ordered = self.sets.ids_in_order(self.match.records)
         if ordered is None:
             return None
-        if not self.match.in_order_cheaply:
+        ordered_sql, cheaply = ordered
+        if not cheaply:
             first = f"select r.record_id from emem.records as r order by r.record_id limit {budget:d}"
-            ordered = f"""select walked.record_id from ({first}) as walked
-                          where {self.match.holds("walked.record_id")} order by walked.record_id"""
+            held = self.sets.holds(self.match.records, "walked.record_id")
+            ordered_sql = f"""select walked.record_id from ({first}) as walked
+                              where {held} order by walked.record_id"""
         return self.reader.candidates(
-            f"select found.record_id, null::float8 as distance from ({ordered}) as found limit {limit:d}",
+            f"select found.record_id, null::float8 as distance from ({ordered_sql}) as found limit {limit:d}",
             [],
             [],
             cache=False,

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import fragments
-from ..fragments import quoted_array
-from ..lists.base import Predicate, Size
+from ..lists.base import Size
 from ..lists.tiered import Part
 from ..reader import Reader
+from ..sets import AnyOf, FarTagged, LabelEnds, Listed, RecordSet
 
 # What a matched edge adds to the score of the records it ends at: less than one term, so that
 # more terms matched still come first, but a record an edge's relation or property names ranks
@@ -29,9 +29,6 @@ from ..reader import Reader
 # project Kestrel" is the record at the other end of a `release captain` edge from the record
 # tagged `project kestrel`.
 EDGE_BONUS = 0.5
-# A broad term held by more labels than this has its ends read unordered (a union per label
-# gives them in record-id order, one index range each).
-MAX_ORDERED_LABELS = 20
 
 
 @dataclass(frozen=True)
@@ -95,12 +92,6 @@ def edge_match(reader: Reader, terms: list[str], namespaced: bool) -> EdgeMatch:
     )
 
 
-def ends_within(reader: Reader, alias: str = "el") -> str:
-    """An edge label row counts within the caller's lanes when both its ends lie in them."""
-    lanes = reader.lanes_sql
-    return fragments.in_lanes(f"{alias}.lane_name", lanes) + fragments.in_lanes(f"{alias}.far_lane_name", lanes)
-
-
 # ---- the ends of labels ----------------------------------------------------------------------------------
 
 
@@ -111,7 +102,7 @@ def ends_up_to(reader: Reader, labels: list[str], limit: int) -> int:
         f"""select pg_catalog.max(c.n) as most from pg_catalog.unnest($1::text[]) as l (label)
             cross join lateral (select pg_catalog.count(*) as n from (
                 select distinct el.record_id from emem.edge_labels as el
-                where el.label = l.label{ends_within(reader)} limit $2) as r) as c""",
+                where el.label = l.label{reader.sets.ends_within()} limit $2) as r) as c""",
         ["text[]", "bigint"],
         [labels, limit],
     )[0]
@@ -121,7 +112,7 @@ def ends_up_to(reader: Reader, labels: list[str], limit: int) -> int:
     # Each label holds fewer than the limit: their union is counted whole, in SQL.
     union = reader.execute(
         f"""select pg_catalog.count(distinct el.record_id) as n from emem.edge_labels as el
-            where el.label operator(pg_catalog.=) any ($1){ends_within(reader)}""",
+            where el.label operator(pg_catalog.=) any ($1){reader.sets.ends_within()}""",
         ["text[]"],
         [labels],
     )[0]["n"]
@@ -132,66 +123,18 @@ def label_ends(reader: Reader, labels: list[str]) -> list[int]:
     """Every record that ends an edge with one of these labels."""
     rows = reader.execute(
         f"""select distinct el.record_id from emem.edge_labels as el
-            where el.label operator(pg_catalog.=) any ($1){ends_within(reader)}""",
+            where el.label operator(pg_catalog.=) any ($1){reader.sets.ends_within()}""",
         ["text[]"],
         [labels],
     )
     return [row["record_id"] for row in rows]
 
 
-def label_ends_sql(reader: Reader, labels: list[str]) -> str:
-    """A query of the records that end an edge with one of these labels, without duplicates, in
-    record-id order (a merge of the labels' index ranges) unless they are many."""
-    plpy, within = reader.plpy, ends_within(reader)
-    if len(labels) > MAX_ORDERED_LABELS:
-        quoted = quoted_array(plpy, labels, "text")
-        return (
-            "select distinct el.record_id from emem.edge_labels as el"
-            f" where el.label operator(pg_catalog.=) any ({quoted}){within}"
-        )
-    ranges = " union all ".join(
-        f"(select el.record_id from emem.edge_labels as el where el.label = {plpy.quote_literal(label)}{within}"
-        " order by el.record_id)"
-        for label in labels
-    )
-    return f"select distinct u.record_id from ({ranges}) as u order by u.record_id"
-
-
-def ends_label(reader: Reader, labels: list[str]) -> Predicate:
-    """A record ends an edge with one of these labels: one probe per label."""
-    quoted, within = quoted_array(reader.plpy, labels, "text"), ends_within(reader)
-    return lambda record_id: (
-        f"exists (select from emem.edge_labels as el where el.label operator(pg_catalog.=) any ({quoted})"
-        f" and el.record_id = {record_id}{within}{fragments.PROBE})"
-    )
-
-
-def matched_edge_rows(reader: Reader, labels: str) -> str:
-    """The rows (record_id, label_terms, far_record_id) of every end of a matched edge (its label
-    one of `labels`, an array's SQL)."""
-    return f"""select el.record_id, el.label_terms, el.far_record_id from emem.edge_labels as el
-               where el.label operator(pg_catalog.=) any ({labels}){ends_within(reader)}"""
-
-
-def edges_of(reader: Reader, record_id: str, labels: str) -> str:
-    """The matched edges at this record (a lateral subquery): rows (label_terms, far_record_id)."""
-    return f"""(select el.label_terms, el.far_record_id from emem.edge_labels as el
-                where el.record_id = {record_id}
-                  and el.label operator(pg_catalog.=) any ({labels}){ends_within(reader)})"""
-
-
 # ---- what the tags lookup asks of a match ------------------------------------------------------------
 
 
-def broad_labels_of(edges: EdgeMatch) -> list[str]:
-    return sorted({label for labels in edges.broad_labels for label in labels})
-
-
-def broad_ends_sql(reader: Reader, edges: EdgeMatch) -> str | None:
-    """A query of the ends of the edges whose labels hold a broad term (None: no broad term)."""
-    if not edges.broad_terms:
-        return None
-    return label_ends_sql(reader, broad_labels_of(edges))
+def broad_labels_of(edges: EdgeMatch) -> tuple[str, ...]:
+    return tuple(sorted({label for labels in edges.broad_labels for label in labels}))
 
 
 def broad_ends_up_to(reader: Reader, edges: EdgeMatch, limit: int) -> list[int]:
@@ -199,61 +142,40 @@ def broad_ends_up_to(reader: Reader, edges: EdgeMatch, limit: int) -> list[int]:
     return [ends_up_to(reader, labels, limit) for labels in edges.broad_labels]
 
 
-def ends_matched_edge(reader: Reader, edges: EdgeMatch) -> Predicate:
-    """A predicate: an edge the question's terms name ends at the record. Predicates test a few
-    records (a page, what a filtered scan visits): the narrow terms' ends are at hand, the broad
-    ones' probed."""
-    if not edges.found:
-        return lambda record_id: "false"
-    narrow = f"'{{{','.join(str(int(end)) for end in edges.narrow_endpoints)}}}'::bigint[]"
-
-    def at_hand(record_id: str) -> str:
-        return f"{record_id} operator(pg_catalog.=) any ({narrow})"
-
+def matched_edge_ends(edges: EdgeMatch) -> RecordSet:
+    """The records an edge the question's terms name ends at: the narrow terms' ends are at hand,
+    the broad ones' probed."""
     if not edges.broad_terms:
-        return at_hand
-    broad = ends_label(reader, broad_labels_of(edges))
-    return lambda record_id: f"({at_hand(record_id)} or {broad(record_id)})"
+        return Listed(tuple(edges.narrow_endpoints))
+    return AnyOf((Listed(tuple(edges.narrow_endpoints)), LabelEnds(broad_labels_of(edges))))
 
 
 def linked_ends(reader: Reader, tags: list[str], edges: EdgeMatch) -> list[int]:
     """The far ends of the matched edges at the records holding one of these (narrow) tags, probed
     from those records through the label rows' index."""
-    lanes = reader.lanes_sql
     rows = reader.execute(
         f"""select distinct e.far_record_id
-            from ({fragments.tagged("$1", lanes)}) as n
-            cross join lateral {edges_of(reader, "n.record_id", "$2")} as e""",
+            from ({fragments.tagged("$1", reader.lanes_sql)}) as n
+            cross join lateral {reader.sets.edges_at("n.record_id", "$2")} as e""",
         ["text[]", "text[]"],
         [tags, edges.labels],
     )
     return [row["far_record_id"] for row in rows]
 
 
-def edge_part(reader: Reader, edges: EdgeMatch, index: int, score_key: Any) -> Part:
+def edge_part(edges: EdgeMatch, index: int, score_key: Any) -> Part:
     """The broad edge term `edges.broad_terms[index]`: the ends of the matched edges whose label
     holds it, in record-id order. Every matched label of such an end is made of broad terms (a
     narrow one's ends are read whole), so the parts it holds give its label terms."""
-    labels, size = edges.broad_labels[index], Size(edges.broad_sizes[index].lower)
-    return Part(ends_label(reader, labels), label_ends_sql(reader, labels), size, score_key)
+    return Part(LabelEnds(tuple(edges.broad_labels[index])), Size(edges.broad_sizes[index].lower), score_key)
 
 
-def far_tag_part(reader: Reader, edges: EdgeMatch, tag: str, score_key: Any) -> Part:
+def far_tag_part(edges: EdgeMatch, tag: str, score_key: Any) -> Part:
     """The ends of matched edges whose other end carries a broad tag: such an end scores the tag's
     terms through the edge. Each of them also ends a broad edge term's edge (a narrow term's ends,
     and the far ends of a narrowly tagged record, are read whole), so the part is only probed: its
     size is unknown, and a tier walks one of its edge parts instead."""
-    plpy, lanes = reader.plpy, reader.lanes_sql
-    labels, tag_sql = quoted_array(plpy, edges.labels, "text"), quoted_array(plpy, [tag], "text")
-    far_tagged = fragments.holds_tag("e.far_record_id", tag_sql, lanes)
-    return Part(
-        lambda record_id: (
-            f"exists (select from {edges_of(reader, record_id, labels)} as e where {far_tagged}{fragments.PROBE})"
-        ),
-        f"""select distinct e.record_id from ({matched_edge_rows(reader, labels)}) as e where {far_tagged}""",
-        Size(0),
-        score_key,
-    )
+    return Part(FarTagged(tuple(edges.labels), (tag,)), Size(0), score_key)
 
 
 def visible_ends(reader: Reader, record_id: str, labels: str, lanes: str) -> str:

@@ -16,13 +16,14 @@ import re
 from dataclasses import dataclass
 
 from .. import fragments
-from ..fragments import SCORED_ARRAYS, any_of, quoted_tsquery
-from ..lists.base import CandidateList, Match, Size, capped_count
+from ..fragments import SCORED_ARRAYS, any_of
+from ..lists.base import CandidateList, Match, Size
 from ..lists.broad import BroadList
 from ..lists.fetched import FetchedList
 from ..lists.scored import ScoredList
-from ..lists.tiered import Narrow, Part, TieredList
+from ..lists.tiered import Part, TieredList
 from ..reader import Reader
+from ..sets import TextMatching
 
 # BM25's constants, as Lucene and most engines set them: how soon more occurrences stop adding
 # (k1), and how much a record's length counts (b).
@@ -65,7 +66,7 @@ def fulltext(reader: Reader) -> CandidateList:
         return scored_fulltext(reader, queries, found.sizes, [1.0] * len(queries), relevance)
     if not is_broad(reader, queries, found.sizes):
         return fulltext_by_distance(reader, queries)
-    return BroadList(reader, text_match(reader, any_of(queries), Size.of_union(found.sizes)))
+    return BroadList(reader, text_match(any_of(queries), Size.of_union(found.sizes)))
 
 
 def fulltext_by_rarity(reader: Reader) -> CandidateList:
@@ -93,17 +94,9 @@ def fulltext_words(reader: Reader) -> CandidateList:
     )
 
 
-def text_match(reader: Reader, query: str, size: Size) -> Match:
+def text_match(query: str, size: Size) -> Match:
     """The records whose text matches a tsquery given as text, of which `size` is known."""
-    quoted, lanes = quoted_tsquery(reader.plpy, query), reader.lanes_sql
-    ids_sql = fragments.text_matching(quoted, lanes)
-    return Match(
-        holds=lambda record_id: fragments.text_matches(record_id, quoted, lanes),
-        ids_sql=ids_sql,
-        count_sql=f"select pg_catalog.count(*) as n from ({ids_sql}) as c",
-        count_up_to=capped_count(reader, ids_sql),
-        size=size,
-    )
+    return Match(TextMatching(query), size)
 
 
 def is_broad(reader: Reader, queries: list[str], sizes: list[Size]) -> bool:
@@ -115,8 +108,8 @@ def is_broad(reader: Reader, queries: list[str], sizes: list[Size]) -> bool:
     uppers = [size.upper for size in sizes]
     if None not in uppers and sum(upper for upper in uppers if upper is not None) <= limit:
         return False
-    quoted = quoted_tsquery(reader.plpy, any_of(queries))
-    return capped_count(reader, fragments.text_matching(quoted, reader.lanes_sql))(limit + 1) > limit
+    counted = reader.execute(reader.sets.count_up_to(TextMatching(any_of(queries)), limit + 1), [], [], cache=False)
+    return counted[0]["n"] > limit
 
 
 def fulltext_by_idf(reader: Reader, terms: TermQueries, found: "Frequencies") -> CandidateList:
@@ -147,27 +140,13 @@ def scored_fulltext(
     if not broad or len(broad) > reader.tuning.max_broad_parts:
         return fulltext_scored(reader, queries, weights, relevance=relevance)
     narrow = [query for n, query in enumerate(queries) if n not in broad]
-    any_narrow = quoted_tsquery(reader.plpy, any_of(narrow))
     return TieredList(
         reader,
-        text_match(reader, any_of(queries), Size.of_union(sizes)),
+        text_match(any_of(queries), Size.of_union(sizes)),
         fulltext_scored(reader, queries, weights, within=narrow, relevance=relevance),
-        [term_part(reader, queries[n], sizes[n], weights[n]) for n in broad],
+        [Part(TextMatching(queries[n]), sizes[n], weights[n]) for n in broad],
         lambda held: sum(part.score_key for part in held),
-        Narrow(lambda record_id: fragments.text_matches(record_id, any_narrow, reader.lanes_sql), any_of(narrow))
-        if narrow
-        else None,
-    )
-
-
-def term_part(reader: Reader, query: str, size: Size, weight: float) -> Part:
-    quoted, lanes = quoted_tsquery(reader.plpy, query), reader.lanes_sql
-    return Part(
-        lambda record_id: fragments.text_matches(record_id, quoted, lanes),
-        fragments.text_matching(quoted, lanes),
-        size,
-        weight,
-        tsquery=query,
+        TextMatching(any_of(narrow)) if narrow else None,
     )
 
 

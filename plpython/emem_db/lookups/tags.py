@@ -13,27 +13,25 @@ from dataclasses import dataclass
 
 from .. import fragments
 from ..fragments import SCORED_ARRAYS, quoted_array
-from ..lists.base import CandidateList, Match, Size
+from ..lists.base import CandidateList, Counter, Match, Size
 from ..lists.broad import BroadList
 from ..lists.fetched import FetchedList
 from ..lists.scored import ScoredList
-from ..lists.tiered import Narrow, Part, TieredList
+from ..lists.tiered import Part, TieredList
 from ..lookups.edges import (
     EDGE_BONUS,
     EdgeMatch,
-    broad_ends_sql,
     broad_ends_up_to,
+    broad_labels_of,
     edge_match,
     edge_part,
-    edges_of,
-    ends_matched_edge,
     far_tag_part,
     linked_ends,
-    matched_edge_rows,
     matched_labels,
     visible_ends,
 )
 from ..reader import Reader
+from ..sets import AnyOf, LabelEnds, Listed, RecordSet, Tagged
 
 # Degraded, records that match as many terms (and edges) are ranked by the rarest tag they matched
 # (BM25's rarity for labels, in place of record id): RARITY_SHARE / (1 + that tag's records), a
@@ -77,7 +75,7 @@ def tag_candidates(reader: Reader, by_terms: bool) -> CandidateList:
     upper = match.size.upper
     if not (match.tags or match.edges.found) or (upper is not None and upper <= reader.exact_limit):
         return exact_tags(reader, match, terms, by_terms)
-    whole = whole_match(reader, match, terms)
+    whole = whole_match(reader, match)
     if not (reader.degraded or by_terms) or (len(match.tags) == 1 and not match.edges.found):
         return BroadList(reader, whole)  # by distance, or one tag that every candidate matched: nothing to score
     edges = match.edges
@@ -86,11 +84,11 @@ def tag_candidates(reader: Reader, by_terms: bool) -> CandidateList:
     # Edge parts come before the far-tag parts, which a tier never walks (see far_tag_part).
     parts = [tag_part(reader, tag, count) for tag, count in broad_counts]
     parts += [
-        edge_part(reader, edges, index, Gain(frozenset([term]), through_edge=True))
+        edge_part(edges, index, Gain(frozenset([term]), through_edge=True))
         for index, term in enumerate(edges.broad_terms)
     ]
     if edges.broad_terms:
-        parts += [far_tag_part(reader, edges, tag, Gain(tag_terms(reader, tag), far_tag=True)) for tag in broad]
+        parts += [far_tag_part(edges, tag, Gain(tag_terms(reader, tag), far_tag=True)) for tag in broad]
     if not parts or len(parts) > reader.tuning.max_broad_parts:
         return exact_tags(reader, match, terms, by_terms)
     narrow = [tag for tag in match.tags if tag not in broad]
@@ -103,7 +101,7 @@ def tag_candidates(reader: Reader, by_terms: bool) -> CandidateList:
         scored_tags(reader, match, terms, within=(narrow, endpoints)),
         parts,
         tier_score,
-        narrow_predicate(reader, narrow, endpoints),
+        narrow_set(narrow, endpoints),
     )
 
 
@@ -198,7 +196,7 @@ def scored_tags(
     if within is None:
         records = f"""
             edge_ends (record_id, terms, far_end) as (
-                {matched_edge_rows(reader, "$2")}
+                {reader.sets.matched_edge_rows("$2")}
             ), tagged (record_id, terms, rarity) as (
                 select rt.record_id, mt.terms, tc.rarity
                 from tag_rarity as tc
@@ -219,7 +217,7 @@ def scored_tags(
             ), edge_ends (record_id, terms, far_end) as (
                 select n.record_id, e.label_terms, e.far_record_id
                 from narrow as n
-                cross join lateral {edges_of(reader, "n.record_id", "$2")} as e
+                cross join lateral {reader.sets.edges_at("n.record_id", "$2")} as e
             ), tagged (record_id, terms, rarity) as (
                 select n.record_id, mt.terms, tc.rarity
                 from narrow as n
@@ -271,7 +269,7 @@ def scored_tags(
 
 def tags_by_distance(reader: Reader, tags: list[str], labels: list[str]) -> FetchedList:
     """The seed's order with a vector needs no matched terms: one join, one sort."""
-    edge_ends = matched_edge_rows(reader, "$3")
+    edge_ends = reader.sets.matched_edge_rows("$3")
     sql = f"""
         with found (record_id) as (
             {fragments.tagged("$1", reader.lanes_sql)}
@@ -288,83 +286,70 @@ def tags_by_distance(reader: Reader, tags: list[str], labels: list[str]) -> Fetc
     )
 
 
-def whole_match(reader: Reader, match: TagMatch, terms: list[str]) -> Match:
-    """Every record a broad tag match reaches: the tagged records and the ends of matched edges
-    (those of narrow terms at hand, those of broad terms in SQL)."""
-    plpy, lanes = reader.plpy, reader.lanes_sql
-    tags_sql = quoted_array(plpy, match.tags, "text")
-    edges = match.edges
-    broad_ends = broad_ends_sql(reader, edges)
-    ids_sql = fragments.tagged(tags_sql, lanes) + (f" union all ({broad_ends})" if broad_ends else "")
-    # The largest tag's count, plus what the other tags and the edges add.
-    largest, *others = match.tags or [""]
-    count_sql = f"""
-        select {(match.counts or [0])[0]:d} + pg_catalog.count(distinct o.record_id) as n
-        from ({fragments.tagged("$2", lanes)} union all select pg_catalog.unnest($3::bigint[])
-              {f"union all ({broad_ends})" if broad_ends else ""}) as o (record_id)
-        where not exists (select from emem.record_tags as l
-                          where l.record_id = o.record_id and l.tag operator(pg_catalog.=) $1)"""
-    size = match.size
-    count_args = (largest, others, edges.narrow_endpoints)
-    ends_edge = ends_matched_edge(reader, edges)
+class WholeTagMatchCounter(Counter):
+    """Counts a broad tag match by its largest tag's count in the vocabulary plus what the other
+    tags and the edges add; up to a limit, each broad edge term's ends first (one of them alone may
+    pass the limit)."""
 
-    def count_up_to(limit: int) -> int:
-        """Each broad term's ends counted up to the limit; the whole counted once every part is below it."""
-        if size.lower >= limit:
+    def __init__(self, reader: Reader, match: TagMatch) -> None:
+        self.reader = reader
+        self.match = match
+
+    def count(self) -> int:
+        match, sets = self.match, self.reader.sets
+        largest, *others = match.tags or [""]
+        rest = AnyOf(
+            (
+                Tagged(tuple(others)),
+                Listed(tuple(match.edges.narrow_endpoints)),
+                LabelEnds(broad_labels_of(match.edges)),
+            )
+        )
+        row = self.reader.execute(
+            f"""select {(match.counts or [0])[0]:d} + pg_catalog.count(distinct o.record_id) as n
+                from ({sets.ids(rest)}) as o (record_id)
+                where not {sets.holds(Tagged((largest,)), "o.record_id")}""",
+            [],
+            [],
+            cache=False,
+        )[0]
+        return row["n"]
+
+    def count_up_to(self, limit: int) -> int:
+        match = self.match
+        if match.size.lower >= limit:
             return limit
-        counts = broad_ends_up_to(reader, edges, limit)
+        counts = broad_ends_up_to(self.reader, match.edges, limit)
         if max(counts, default=0) >= limit:
             return limit
-        if len(counts) == 1 and not (match.tags or edges.narrow_terms):
+        if len(counts) == 1 and not (match.tags or match.edges.narrow_terms):
             return counts[0]  # the one broad term's ends are the whole match
-        count = reader.execute(count_sql, ["text", "text[]", "bigint[]"], list(count_args), cache=False)[0]["n"]
-        return min(count, limit)
-
-    return Match(
-        holds=lambda record_id: f"({fragments.holds_tag(record_id, tags_sql, lanes)} or {ends_edge(record_id)})",
-        ids_sql=ids_sql,
-        count_sql=count_sql,
-        count_up_to=count_up_to,
-        size=size,
-        count_types=("text", "text[]", "bigint[]"),
-        count_args=count_args,
-        known_ids=edges.narrow_endpoints,
-        ids_in_order_sql=(
-            f"{fragments.tagged_with(plpy.quote_literal(match.tags[0]), lanes)} order by rt.record_id"
-            if len(match.tags) == 1 and not edges.found
-            else None
-        ),
-        in_order_cheaply=len(match.tags) == 1 and not edges.found,
-    )
+        return min(self.count(), limit)
 
 
-def narrow_predicate(reader: Reader, narrow: list[str], endpoints: list[int]) -> Narrow:
+def whole_match(reader: Reader, match: TagMatch) -> Match:
+    """Every record a broad tag match reaches: the tagged records and the ends of matched edges
+    (those of narrow terms at hand, those of broad terms probed)."""
+    edges = match.edges
+    members: list[RecordSet] = [Tagged(tuple(match.tags))] if match.tags else []
+    if edges.broad_terms:
+        members.append(LabelEnds(broad_labels_of(edges)))
+    records = members[0] if len(members) == 1 else AnyOf(tuple(members))
+    return Match(records, match.size, edges.narrow_endpoints, WholeTagMatchCounter(reader, match))
+
+
+def narrow_set(narrow: list[str], endpoints: list[int]) -> RecordSet | None:
     """Holds a tag that is not broad, or is one of these records (the ends of the narrow terms'
     edges, and those linked to a narrowly tagged record): what a tiered list reads whole."""
-    plpy, lanes = reader.plpy, reader.lanes_sql
-    # The records are at hand: a constant array, hashed once per statement.
-    narrow_ends = f"'{{{','.join(str(int(end)) for end in endpoints)}}}'::bigint[]" if endpoints else None
-    narrow_sql = quoted_array(plpy, narrow, "text") if narrow else None
-
-    def holds(record_id: str) -> str:
-        held = [
-            *([fragments.holds_tag(record_id, narrow_sql, lanes)] if narrow_sql else []),
-            *([f"{record_id} operator(pg_catalog.=) any ({narrow_ends})"] if narrow_ends else []),
-        ]
-        return f"({' or '.join(held)})" if held else "false"
-
-    return Narrow(holds)
+    members: list[RecordSet] = [Tagged(tuple(narrow))] if narrow else []
+    if endpoints:
+        members.append(Listed(tuple(endpoints)))
+    return AnyOf(tuple(members)) if members else None
 
 
 def tag_part(reader: Reader, tag: str, count: int) -> Part:
     """A broad tag: it gives its terms and its rarity."""
-    quoted, lanes = quoted_array(reader.plpy, [tag], "text"), reader.lanes_sql
-    return Part(
-        lambda record_id: fragments.holds_tag(record_id, quoted, lanes),
-        fragments.tagged_with(reader.plpy.quote_literal(tag), lanes),
-        Size.exactly(count),
-        Gain(tag_terms(reader, tag), rarity(reader, count)),
-    )
+    return Part(Tagged((tag,)), Size.exactly(count), Gain(tag_terms(reader, tag), rarity(reader, count)))
 
 
 def tag_terms(reader: Reader, tag: str) -> frozenset[str]:
