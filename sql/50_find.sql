@@ -124,3 +124,36 @@ return [(lookup.name, lookup.label, lookup.default_weight, order, lookup.needs_v
 $$;
 comment on function emem.lookup_registry() is
   'The lookups emem.pipeline_profile may name, in the merge''s tie order: name, the label clients show, default weight, whether it needs a question vector, whether the seed''s profile runs it, and what it matches.';
+
+-- An HNSW scan with the pgvector settings it needs, for the lookups: `query` (a statement of the
+-- lookups, with the question vector as $1 and the count as $2, selecting record_id, distance and
+-- windows) runs with hnsw.ef_search at least `ef_search_at_least` (unless `settings` names it) and
+-- the other `settings`, which are put back afterwards. The settings are SET LOCAL statements in the scan's own (sub)transaction,
+-- with citus.propagate_set_commands = 'local': on a Citus cluster that is what reaches every shard
+-- (set_config() and a function's SET clause reach only the coordinator; on one node the placeholder
+-- setting does nothing).
+create function emem._scan(
+    query text, question_vector public.vector, count integer, ef_search_at_least integer, settings jsonb
+) returns table (record_id bigint, distance double precision, windows bigint[])
+language plpgsql volatile
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    wanted jsonb := pg_catalog.jsonb_build_object('hnsw.ef_search', greatest(
+        ef_search_at_least, pg_catalog.current_setting('hnsw.ef_search')::integer)::text) || settings;
+    saved jsonb := '{}';
+    setting record;
+begin
+    perform pg_catalog.set_config('citus.propagate_set_commands', 'local', true);
+    for setting in select s.key, s.value from pg_catalog.jsonb_each_text(wanted) as s loop
+        saved := saved || pg_catalog.jsonb_build_object(setting.key, pg_catalog.current_setting(setting.key));
+        execute pg_catalog.format('set local %s = %L', setting.key, setting.value);
+    end loop;
+    return query execute query using question_vector, count;
+    for setting in select s.key, s.value from pg_catalog.jsonb_each_text(saved) as s loop
+        execute pg_catalog.format('set local %s = %L', setting.key, setting.value);
+    end loop;
+end
+$$;
+comment on function emem._scan(text, public.vector, integer, integer, jsonb) is
+  'Runs one of the lookups'' HNSW scans with its pgvector settings (hnsw.ef_search at least the given value, and the others given), SET LOCAL so that a Citus cluster''s shards get them too, and puts them back.';

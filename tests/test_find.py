@@ -346,6 +346,24 @@ def test_explain_shows_the_analysed_question_and_each_lookup(four_disjoint_lists
     assert all(v["milliseconds"] >= 0 for v in explained["lookups"].values())
 
 
+def test_explain_shows_each_lookups_plan_and_the_statements_it_ran(four_disjoint_lists, corpus) -> None:
+    """For the owner: what each lookup decided to read and why, the shape of the list built from it,
+    and every statement it ran (name, text, rows, time); then the merge's, totals' and rows'."""
+    explained = corpus.execute(
+        "select emem.e_gather_explain('apollo INV-2031 invoices', %s)", (QUESTION_VECTOR,)
+    ).fetchone()[0]
+    lookups = explained["lookups"]
+    assert lookups["record_vectors"]["plan"] == {"kind": "whole", "reason": "the nearest 20 record vectors (HNSW)"}
+    assert lookups["tags"]["plan"]["kind"] == "whole" and "records" in lookups["tags"]["plan"]["reason"]
+    assert lookups["tags"]["reads"]["list"] == "FetchedList"
+    names = {name: [s["name"] for s in lookup["statements"]] for name, lookup in lookups.items()}
+    assert names["tags"][:2] == ["tags.tag_match", "edges.matched_labels"] and "tags.tags_by_distance" in names["tags"]
+    assert "vectors.nearest" in names["record_vectors"] and "fulltext.term_queries" in names["fulltext"]
+    statement = lookups["tags"]["statements"][-1]
+    assert statement["rows"] == 20 and "emem.record_tags" in statement["sql"] and statement["milliseconds"] >= 0
+    assert [s["name"] for s in explained["statements"]["rows"]] == ["find.page_rows"]
+
+
 def test_timeline_lists_records_by_date_within_bounds(corpus: psycopg.Connection) -> None:
     a, b, c = put(
         corpus,

@@ -102,9 +102,11 @@ def envelope(conn: psycopg.Connection, question: str, vector: str | None = VECTO
 
 def explain(conn: psycopg.Connection, question: str, vector: str | None) -> dict:
     found = conn.execute("select emem.e_gather_explain(%s, %s::vector)", (question, vector)).fetchone()[0]
-    found.pop("merge_milliseconds", None)
+    # No time, plan or statement reaches an agent: under strict isolation they could follow other
+    # lanes' volume.
+    assert "merge_milliseconds" not in found and "statements" not in found
     for lookup in found.get("lookups", {}).values():
-        lookup.pop("milliseconds")
+        assert not {"milliseconds", "plan", "statements"} & set(lookup), lookup
     return found
 
 

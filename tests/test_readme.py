@@ -194,10 +194,12 @@ def test_make_install_puts_the_files_where_the_readme_says(db: psycopg.Connectio
         text=True,
         check=True,
     ).stdout.strip()
-    assert (tmp_path / system_site.lstrip("/") / "emem_db" / "entry.py").is_file()
-    assert (tmp_path / system_site.lstrip("/") / "emem_db" / "lexicon.json").is_file()
+    package = "emem_db_" + version[1].replace(".", "_")
+    assert (tmp_path / system_site.lstrip("/") / package / "entry.py").is_file()
+    assert (tmp_path / system_site.lstrip("/") / package / "lexicon.json").is_file()
     readme = text_of(README)
     assert "`$(pg_config --sharedir)/extension`" in readme and "`/usr/bin/python3`" in readme
+    assert f"`{package}`" in readme
 
 
 # ---- every `emem` command -------------------------------------------------------------------

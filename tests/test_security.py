@@ -320,7 +320,7 @@ def test_explain_tells_an_agent_no_more_than_find(
                 found = envelope(conn, question, vector)
                 keep = ("rank", "record_id", "placed_by", "found_by")
                 assert mine.pop("rows") == [{k: row[k] for k in keep} for row in found["rows"]]
-                assert mine == {k: v for k, v in owner.items() if k not in ("rows", "lookups")}
+                assert mine == {k: v for k, v in owner.items() if k not in ("rows", "lookups", "statements")}
                 assert mine["total_candidates"] == found["total_candidates"]
                 assert_no_leak({k: v for k, v in mine.items() if k != "question"}, who, vault, "e_gather_explain")
                 probed(who, "e_gather_explain", vault)

@@ -242,6 +242,7 @@ class Gather:
         lists: dict[str, CandidateList] = {}
         timings: dict[str, float] = {}
         for name in runnable(reader.request):
+            reader.phase = name
             started = time.perf_counter()
             lists[name] = BY_NAME[name].build(reader)
             timings[name] = round((time.perf_counter() - started) * 1000, 3)
@@ -251,11 +252,14 @@ class Gather:
         """Run the lookups, merge as far as the page reaches, and cut the page."""
         reader = Reader(self.state, request, page * page_size)
         lists, timings = self.run_lookups(reader)
+        reader.phase = "merge"  # the lists read further as the merge reaches them
         started = time.perf_counter()
         merged = interleave(lists, request.weights, limit=page * page_size, tick=self.state.check_interrupts)
         timings["merge"] = round((time.perf_counter() - started) * 1000, 3)
         offset = (page - 1) * page_size
+        reader.phase = "totals"
         totals = bounded_totals(reader, lists.values(), request.totals_bound)
+        reader.phase = "rows"
         return PageResult(reader, lists, timings, merged[offset:], offset, totals)
 
     def rows(self, result: "PageResult", caller: Caller) -> list[dict]:
@@ -267,16 +271,15 @@ class Gather:
         page_ids = [p.record_id for p in result.places]
         details = {
             row["record_id"]: row
-            for row in self.plpy.execute(
-                self.state.plan(
-                    """
-                    select r.record_id, r.kind::text, r.lane_name, r.content,
-                           array(select t.tag from emem.record_tags as t
-                                 where t.record_id = r.record_id order by t.tag) as tags
-                    from emem.records as r where r.record_id operator(pg_catalog.=) any ($1)
-                    """,
-                    ["bigint[]"],
-                ),
+            for row in result.reader.execute(
+                "find.page_rows",
+                """
+                select r.record_id, r.kind::text, r.lane_name, r.content,
+                       array(select t.tag from emem.record_tags as t
+                             where t.record_id = r.record_id and t.lane_name = r.lane_name order by t.tag) as tags
+                from emem.records as r where r.record_id operator(pg_catalog.=) any ($1)
+                """,
+                ["bigint[]"],
                 [page_ids],
             )
         }
@@ -362,17 +365,43 @@ class Gather:
         for row in explained_rows:
             row["list_ranks"] = {name: ranks.get(row["record_id"]) for name, ranks in list_ranks.items()}
         sizes = {name: bounded_size(candidates, request.totals_bound) for name, candidates in result.lists.items()}
+        # Times, plans and statements only for a role that reads every lane: under strict isolation a
+        # lookup's time, and the limits its plan and statements show (sized by whole tables), could
+        # still follow other lanes' volume, which an agent may not learn of.
+        owner = caller.reads_all
         explained["lookups"] = {
             name: {
                 "label": BY_NAME[name].label,
                 "candidates": sizes[name].candidates,
                 "candidates_exact": sizes[name].exact,
-                "milliseconds": result.timings[name],
+                **(
+                    {
+                        "milliseconds": result.timings[name],
+                        "plan": candidates.plan.shown() if candidates.plan else None,
+                        "reads": candidates.describe(),
+                        "statements": statements_of(result.reader, name),
+                    }
+                    if owner
+                    else {}
+                ),
             }
-            for name in result.lists
+            for name, candidates in result.lists.items()
         }
-        explained["merge_milliseconds"] = result.timings["merge"]
+        if owner:
+            explained["statements"] = {
+                phase: statements_of(result.reader, phase) for phase in ("merge", "totals", "rows")
+            }
+            explained["merge_milliseconds"] = result.timings["merge"]
         return explained
+
+
+def statements_of(reader: Reader, phase: str) -> list[dict]:
+    """The statements a lookup (or step of the find) ran: which, its text, its rows, its time."""
+    return [
+        {"name": s.name, "rows": s.rows, "milliseconds": round(s.milliseconds, 3), "sql": " ".join(s.sql.split())}
+        for s in reader.log
+        if s.phase == phase
+    ]
 
 
 def answer_degraded(request: Request) -> bool:

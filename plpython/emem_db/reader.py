@@ -2,9 +2,9 @@
 itself, how far the merge reads (`reach`), statements with kept plans, and the distance SQL."""
 
 import functools
+import json
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,18 @@ class Space:
     dimension: int
     model_name: str
     fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A statement a find ran: for which lookup or step, which statement, its text, how many rows
+    it gave and how long it took."""
+
+    phase: str
+    name: str
+    sql: str
+    rows: int
+    milliseconds: float
 
 
 @dataclass(frozen=True)
@@ -53,6 +65,10 @@ class Reader:
         self.request = request
         self.reach = reach
         self.table_rows: dict[str, float] = {}
+        # Every statement the lookups, lists and totals ran, in order; `phase` is the lookup (or
+        # step of the find) running them.
+        self.log: list[Statement] = []
+        self.phase = "request"
 
     @property
     def degraded(self) -> bool:
@@ -130,6 +146,7 @@ class Reader:
         """Columns selected from a column's pg_stats row `s` (and what is joined to it), kept for the
         backend until the table is analysed again. Statistics span every lane."""
         analysed = self.execute(
+            "reader.statistics",
             """select pg_catalog.pg_stat_get_last_analyze_time(c.oid)::text as manual,
                       pg_catalog.pg_stat_get_last_autoanalyze_time(c.oid)::text as auto
                from pg_catalog.pg_class as c
@@ -142,6 +159,7 @@ class Reader:
         cached = self.state.statistics.get(name)
         if cached is None or cached[0] != key:
             rows = self.execute(
+                "reader.statistics",
                 f"""select {columns} from pg_catalog.pg_stats as s {joined}
                     where s.schemaname = 'emem' and s.tablename = $1 and s.attname = $2""",
                 ["name", "name"],
@@ -155,6 +173,7 @@ class Reader:
         once per request."""
         if table not in self.table_rows:
             self.table_rows[table] = self.execute(
+                "reader.rows_of",
                 """select greatest(c.reltuples, 0) as n from pg_catalog.pg_class as c
                    where c.relnamespace = 'emem'::pg_catalog.regnamespace and c.relname = $1""",
                 ["name"],
@@ -162,13 +181,17 @@ class Reader:
             )[0]["n"]
         return self.table_rows[table]
 
-    def execute(self, sql: str, types: list[str], args: list[Any], cache: bool = True) -> list[dict]:
-        """Run a statement; its plan is kept for the backend unless the text holds values
-        (cache=False), which would fill the cache with one plan per question."""
+    def execute(self, name: str, sql: str, types: list[str], args: list[Any], cache: bool = True) -> list[dict]:
+        """Run a statement (`name`: which one, as explain lists it); its plan is kept for the backend
+        unless the text holds values (cache=False), which would fill the cache with one plan per
+        question."""
+        started = time.perf_counter()
         plan = self.state.plan(sql, types) if cache else self.plpy.prepare(sql, types)
-        return self.plpy.execute(plan, args)
+        rows = self.plpy.execute(plan, args)
+        self.log.append(Statement(self.phase, name, sql, len(rows), (time.perf_counter() - started) * 1000))
+        return rows
 
-    def candidates(self, sql: str, types: list[str], args: list[Any], cache: bool = True) -> list[Candidate]:
+    def candidates(self, name: str, sql: str, types: list[str], args: list[Any], cache: bool = True) -> list[Candidate]:
         """Candidates from a statement selecting record_id, distance and optionally windows, score."""
         return [
             Candidate(
@@ -177,7 +200,7 @@ class Reader:
                 tuple(row.get("windows") or ()),
                 row.get("score"),
             )
-            for row in self.execute(sql, types, args, cache)
+            for row in self.execute(name, sql, types, args, cache)
         ]
 
     def with_distances(self, record_ids: list[int], scores: list[float]) -> list[Candidate]:
@@ -187,6 +210,7 @@ class Reader:
             ordered = sorted(zip(scores, record_ids, strict=True), key=lambda pair: (-pair[0], pair[1]))
             return [Candidate(record_id, None, (), score) for score, record_id in ordered]
         return self.candidates(
+            "reader.with_distances",
             f"""select found.record_id, {self.distance_sql("$2")} as distance, found.score
                 from rows from (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($3::float8[]))
                      as found (record_id, score)
@@ -210,22 +234,16 @@ class Reader:
         dimension = self.space.dimension
         return f"({column}::public.vector({dimension:d}) operator(public.<=>) $1::public.vector({dimension:d}))"
 
-    @contextmanager
-    def settings(self, values: dict[str, str]) -> Iterator[None]:
-        """Set GUCs for the statements inside, then put back what the caller had."""
-        saved = self.execute(
-            "select name, pg_catalog.current_setting(name) as value from pg_catalog.unnest($1) as name",
-            ["text[]"],
-            [list(values)],
+    def scan(self, name: str, sql: str, count: int, ef_search: int, settings: dict[str, str]) -> list[Candidate]:
+        """The candidates of an HNSW scan (`sql` takes the question vector as $1 and the count as $2,
+        and selects record_id, distance and windows), run by emem._scan with hnsw.ef_search at least
+        `ef_search` and these settings, so that they reach a Citus cluster's shards too."""
+        return self.candidates(
+            name,
+            "select * from emem._scan($1, $2, $3, $4, $5)",
+            ["text", "public.vector", "int", "int", "jsonb"],
+            [sql, self.request.vector, count, ef_search, json.dumps(settings)],
         )
-        setter = self.state.plan("select pg_catalog.set_config($1, $2, true)", ["text", "text"])
-        for name, value in values.items():
-            self.plpy.execute(setter, [name, value])
-        try:
-            yield
-        finally:
-            for row in saved:
-                self.plpy.execute(setter, [row["name"], row["value"]])
 
 
 def finite_or_none(distance: float | None) -> float | None:

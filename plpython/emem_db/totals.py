@@ -82,6 +82,7 @@ def total_candidates(reader: Reader, lists: list[CandidateList]) -> int:
         return (
             candidates.size()
             + reader.execute(
+                "totals.total_candidates",
                 outside,
                 ["bigint[]"],
                 [list(at_hand)],
@@ -91,6 +92,7 @@ def total_candidates(reader: Reader, lists: list[CandidateList]) -> int:
     at_hand.update(record_id for _, match in counted for record_id in match.known_ids)
     union = " union ".join(f"({reader.sets.ids(match.records)})" for _, match in counted)
     return reader.execute(
+        "totals.total_candidates",
         f"select pg_catalog.count(*) as n from ({union} union select pg_catalog.unnest($1::bigint[])) as c",
         ["bigint[]"],
         [list(at_hand)],

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ..merge import Candidate
+from ..plans import ListPlan
 from ..sets import AnyOf, Listed, RecordSet
 
 
@@ -79,7 +80,10 @@ class Counting:
 
 
 class CandidateList(ABC):
-    """One lookup's candidates, in the list's order."""
+    """One lookup's candidates, in the list's order. `plan`: what the lookup decided to read, as
+    explain shows it (plans.ListPlan; None for a list that is part of another)."""
+
+    plan: ListPlan | None = None
 
     @abstractmethod
     def __getitem__(self, index: int) -> Candidate:
@@ -113,6 +117,10 @@ class CandidateList(ABC):
     def counting(self) -> Counting:
         """What the totals count of this list."""
 
+    def describe(self) -> dict:
+        """What the list reads, as explain shows it: its kind and, for a lazy list, its sets."""
+        return {"list": type(self).__name__, "read": len(self.read())}
+
     def ranks(self, wanted: Iterable[int]) -> dict[int, int]:
         """Each wanted record's rank (from 1) in the list, as far as it was read (explain)."""
         wanted = set(wanted)
@@ -127,6 +135,12 @@ class WholeList(CandidateList):
 
     def count_up_to(self, limit: int) -> int:
         return min(self.size(), limit)
+
+
+def planned(candidates: CandidateList, plan: ListPlan) -> CandidateList:
+    """The list with the plan it was built from."""
+    candidates.plan = plan
+    return candidates
 
 
 def walk(candidates: CandidateList) -> Iterator[Candidate]:

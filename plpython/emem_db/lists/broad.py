@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from ..lists.base import CandidateList, Counting, Match, Size
 from ..merge import Candidate
 from ..reader import Reader
+from ..sets import describe
 
 
 class BroadList(CandidateList):
@@ -47,7 +48,9 @@ class BroadList(CandidateList):
             if match.counter is not None:
                 self._size = match.counter.count()
             else:
-                self._size = self.reader.execute(self.sets.count(match.everything), [], [], cache=False)[0]["n"]
+                self._size = self.reader.execute(
+                    "lists.broad.size", self.sets.count(match.everything), [], [], cache=False
+                )[0]["n"]
         return self._size
 
     def known_size(self) -> Size:
@@ -61,7 +64,9 @@ class BroadList(CandidateList):
         if match.counter is not None:
             counted = match.counter.count_up_to(limit)
         else:
-            counted = self.reader.execute(self.sets.count_up_to(match.everything, limit), [], [], cache=False)[0]["n"]
+            counted = self.reader.execute(
+                "lists.broad.count_up_to", self.sets.count_up_to(match.everything, limit), [], [], cache=False
+            )[0]["n"]
         if counted < limit:
             self._size = counted  # counted whole
         return counted
@@ -70,6 +75,7 @@ class BroadList(CandidateList):
         """Probed, not fetched."""
         held = self.sets.holds(self.match.everything, "id")
         rows = self.reader.execute(
+            "lists.broad.members",
             f"select id from pg_catalog.unnest($1::bigint[]) as id where {held}",
             ["bigint[]"],
             [list(record_ids)],
@@ -79,6 +85,15 @@ class BroadList(CandidateList):
 
     def counting(self) -> Counting:
         return Counting(self.match.known_ids, self.match)
+
+    def describe(self) -> dict:
+        return {
+            "list": "BroadList",
+            "match": describe(self.match.everything),
+            "known_size": {"lower": self.match.size.lower, "upper": self.match.size.upper},
+            "read": "whole" if self._broad is False else "lazily",
+            "candidates_read": len(self.loaded),
+        }
 
     def broad(self) -> bool:
         """Whether the match is read lazily: unless it is known to hold at most probed_limit
@@ -113,21 +128,21 @@ class BroadList(CandidateList):
         most `budget` vectors (fewer rows: the scan ran out)."""
         reader = self.reader
         sql = f"""
-            select rv.record_id, {reader.vector_distance_sql("rv.embedding")} as distance
+            select rv.record_id, {reader.vector_distance_sql("rv.embedding")} as distance, null::bigint[] as windows
             from emem.record_vectors as rv
             where rv.space_id = {reader.space.space_id:d} and {self.sets.holds(self.match.everything, "rv.record_id")}
             order by distance limit $2"""
         scan = {
             "hnsw.iterative_scan": "strict_order",
-            "hnsw.ef_search": str(reader.tuning.filtered_scan_ef_search),
+            "hnsw.ef_search": str(reader.tuning.filtered_scan_ef_search),  # fixed: a longer fetch extends a shorter
             "hnsw.max_scan_tuples": str(budget),
         }
-        with reader.settings(scan):
-            return reader.candidates(sql, ["public.vector", "int"], [reader.request.vector, limit], cache=False)
+        return reader.scan("lists.broad.nearest_matching", sql, limit, 1, scan)
 
     def exact(self) -> list[Candidate]:
         """The whole match by distance (degraded: by record id)."""
         return self.reader.candidates(
+            "lists.broad.exact",
             f"""select found.record_id, {self.reader.distance_sql("$1")} as distance
                 from ({self.sets.ids(self.match.records)} union select pg_catalog.unnest($2::bigint[]))
                      as found (record_id)
@@ -151,6 +166,7 @@ class BroadList(CandidateList):
             ordered_sql = f"""select walked.record_id from ({first}) as walked
                               where {held} order by walked.record_id"""
         return self.reader.candidates(
+            "lists.broad.in_record_id_order",
             f"select found.record_id, null::float8 as distance from ({ordered_sql}) as found limit {limit:d}",
             [],
             [],

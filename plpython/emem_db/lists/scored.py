@@ -22,9 +22,9 @@ class ScoredList(WholeList):
         self.loaded: list[Candidate] = []
 
     @classmethod
-    def from_statement(cls, reader: Reader, sql: str, types: list[str], args: list) -> "ScoredList":
+    def from_statement(cls, reader: Reader, name: str, sql: str, types: list[str], args: list) -> "ScoredList":
         """The list a statement gives that selects fragments.SCORED_ARRAYS from its `found`."""
-        row = reader.execute(sql, types, args)[0]
+        row = reader.execute(name, sql, types, args)[0]
         return cls(reader, list(row["record_ids"] or ()), [float(s) for s in row["scores"] or ()])
 
     def __len__(self) -> int:

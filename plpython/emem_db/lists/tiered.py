@@ -19,7 +19,7 @@ from ..lists.broad import BroadList
 from ..lists.scored import ScoredList
 from ..merge import Candidate
 from ..reader import Reader
-from ..sets import RecordSet, TextMatching, Tier
+from ..sets import RecordSet, TextMatching, Tier, describe
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,9 @@ class TieredList(CandidateList):
         narrow: RecordSet | None,
     ) -> None:
         self.whole = BroadList(reader, whole)
+        self.parts = broad
         held = [parts for count in range(1, len(broad) + 1) for parts in itertools.combinations(broad, count)]
-        tiers = [
+        self.tiers = tiers = [
             (score_level(scored), BroadList(reader, tier_match(parts, broad, narrow)))
             for parts, scored in zip(held, map(score, held), strict=True)
             if scored is not None
@@ -117,3 +118,12 @@ class TieredList(CandidateList):
 
     def counting(self) -> Counting:
         return self.whole.counting()
+
+    def describe(self) -> dict:
+        return {
+            "list": "TieredList",
+            "match": describe(self.whole.match.everything),
+            "parts": [describe(part.records) for part in self.parts],
+            "tiers": len(self.tiers),
+            "candidates_read": len(self.loaded),
+        }

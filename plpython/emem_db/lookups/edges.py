@@ -62,6 +62,7 @@ def matched_labels(reader: Reader, terms: list[str], namespaced: bool) -> dict[s
     """The labels of the vocabulary the question's terms match, with their terms (within lanes:
     the labels of those lanes' edges)."""
     rows = reader.execute(
+        "edges.matched_labels",
         f"""select distinct v.label, v.label_terms from emem.edge_label_vocabulary as v
             where {fragments.labels_within("v.label_terms", "$1", "v.namespace_terms" if namespaced else None)}
                   {fragments.in_lanes("v.lane_name", reader.lanes_sql)}""",
@@ -99,6 +100,7 @@ def ends_up_to(reader: Reader, labels: list[str], limit: int) -> int:
     """How many records end an edge with one of these labels, counted up to a limit: each label's
     up to the limit from its index range; their union only when each holds fewer."""
     row = reader.execute(
+        "edges.ends_up_to",
         f"""select pg_catalog.max(c.n) as most from pg_catalog.unnest($1::text[]) as l (label)
             cross join lateral (select pg_catalog.count(*) as n from (
                 select distinct el.record_id from emem.edge_labels as el
@@ -111,6 +113,7 @@ def ends_up_to(reader: Reader, labels: list[str], limit: int) -> int:
         return min(most, limit)
     # Each label holds fewer than the limit: their union is counted whole, in SQL.
     union = reader.execute(
+        "edges.ends_up_to",
         f"""select pg_catalog.count(distinct el.record_id) as n from emem.edge_labels as el
             where el.label operator(pg_catalog.=) any ($1){reader.sets.ends_within()}""",
         ["text[]"],
@@ -122,6 +125,7 @@ def ends_up_to(reader: Reader, labels: list[str], limit: int) -> int:
 def label_ends(reader: Reader, labels: list[str]) -> list[int]:
     """Every record that ends an edge with one of these labels."""
     rows = reader.execute(
+        "edges.label_ends",
         f"""select distinct el.record_id from emem.edge_labels as el
             where el.label operator(pg_catalog.=) any ($1){reader.sets.ends_within()}""",
         ["text[]"],
@@ -154,6 +158,7 @@ def linked_ends(reader: Reader, tags: list[str], edges: EdgeMatch) -> list[int]:
     """The far ends of the matched edges at the records holding one of these (narrow) tags, probed
     from those records through the label rows' index."""
     rows = reader.execute(
+        "edges.linked_ends",
         f"""select distinct e.far_record_id
             from ({fragments.tagged("$1", reader.lanes_sql)}) as n
             cross join lateral {reader.sets.edges_at("n.record_id", "$2")} as e""",

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 from .. import fragments
 from ..fragments import SCORED_ARRAYS, any_of
-from ..lists.base import CandidateList, Match, Size
+from ..lists.base import CandidateList, Match, Size, planned
 from ..lists.broad import BroadList
 from ..lists.fetched import FetchedList
 from ..lists.scored import ScoredList
 from ..lists.tiered import Part, TieredList
+from ..plans import ListPlan, Mode
 from ..reader import Reader
 from ..sets import TextMatching
 
@@ -64,9 +65,13 @@ def fulltext(reader: Reader) -> CandidateList:
     if reader.degraded:
         relevance = relevance_of(reader, terms, found, is_the_order=False)
         return scored_fulltext(reader, queries, found.sizes, [1.0] * len(queries), relevance)
+    if not queries:
+        return planned(FetchedList([]), ListPlan("empty", "no term of the question is searched in full text"))
     if not is_broad(reader, queries, found.sizes):
-        return fulltext_by_distance(reader, queries)
-    return BroadList(reader, text_match(any_of(queries), Size.of_union(found.sizes)))
+        plan = ListPlan("whole", f"the terms match at most {reader.probed_limit} records: read whole")
+        return planned(fulltext_by_distance(reader, queries), plan)
+    plan = ListPlan("broad", "a broad match by distance alone: read from the HNSW index filtered to it")
+    return planned(BroadList(reader, text_match(any_of(queries), Size.of_union(found.sizes))), plan)
 
 
 def fulltext_by_rarity(reader: Reader) -> CandidateList:
@@ -108,7 +113,9 @@ def is_broad(reader: Reader, queries: list[str], sizes: list[Size]) -> bool:
     uppers = [size.upper for size in sizes]
     if None not in uppers and sum(upper for upper in uppers if upper is not None) <= limit:
         return False
-    counted = reader.execute(reader.sets.count_up_to(TextMatching(any_of(queries)), limit + 1), [], [], cache=False)
+    counted = reader.execute(
+        "fulltext.is_broad", reader.sets.count_up_to(TextMatching(any_of(queries)), limit + 1), [], [], cache=False
+    )
     return counted[0]["n"] > limit
 
 
@@ -130,17 +137,32 @@ def relevance_of(reader: Reader, terms: TermQueries, found: "Frequencies", is_th
     )
 
 
+def plan_scored_text(frequencies: list[float], mode: Mode) -> ListPlan:
+    """How a list of terms ordered by score reads them (a pure function: tested in tests/unit): a
+    term on more than probed_limit records (`mode.exact_limit`) is broad and read in tiers, one per
+    combination of broad terms, unless there are more than max_broad_parts of them."""
+    broad = [n for n, frequency in enumerate(frequencies) if frequency > mode.exact_limit]
+    if not frequencies:
+        return ListPlan("empty", "no term of the question is searched in full text")
+    if not broad:
+        return ListPlan("whole", f"every term is on at most {mode.exact_limit} records: scored whole")
+    if len(broad) > mode.max_broad_parts:
+        return ListPlan("whole", f"{len(broad)} broad terms (at most {mode.max_broad_parts} are read in tiers)")
+    return ListPlan("tiered", f"{len(broad)} broad terms read in tiers, the rest scored whole", tuple(map(str, broad)))
+
+
 def scored_fulltext(
     reader: Reader, queries: list[str], sizes: list[Size], weights: list[float], relevance: Relevance | None = None
 ) -> CandidateList:
     """Records matching any of the queries, by the summed weights of those matched, then
-    distance (degraded: by `relevance`). Terms on more than probed_limit records are read in
-    tiers."""
-    broad = [n for n, size in enumerate(sizes) if frequency_of(size) > reader.probed_limit]
-    if not broad or len(broad) > reader.tuning.max_broad_parts:
-        return fulltext_scored(reader, queries, weights, relevance=relevance)
+    distance (degraded: by `relevance`), as plan_scored_text chooses."""
+    mode = Mode(True, reader.degraded, reader.probed_limit, reader.tuning.max_broad_parts)
+    plan = plan_scored_text([frequency_of(size) for size in sizes], mode)
+    if plan.kind != "tiered":
+        return planned(fulltext_scored(reader, queries, weights, relevance=relevance), plan)
+    broad = [int(n) for n in plan.broad]
     narrow = [query for n, query in enumerate(queries) if n not in broad]
-    return TieredList(
+    tiered = TieredList(
         reader,
         text_match(any_of(queries), Size.of_union(sizes)),
         fulltext_scored(reader, queries, weights, within=narrow, relevance=relevance),
@@ -148,6 +170,7 @@ def scored_fulltext(
         lambda held: sum(part.score_key for part in held),
         TextMatching(any_of(narrow)) if narrow else None,
     )
+    return planned(tiered, plan)
 
 
 def fulltext_by_distance(reader: Reader, queries: list[str]) -> FetchedList:
@@ -161,7 +184,11 @@ def fulltext_by_distance(reader: Reader, queries: list[str]) -> FetchedList:
         )
         select record_id, {reader.distance_sql("$2")} as distance
         from found order by distance nulls last, record_id"""
-    return FetchedList(reader.candidates(sql, ["tsquery[]", "public.vector"], [queries, reader.request.vector]))
+    return FetchedList(
+        reader.candidates(
+            "fulltext.fulltext_by_distance", sql, ["tsquery[]", "public.vector"], [queries, reader.request.vector]
+        )
+    )
 
 
 def fulltext_scored(
@@ -192,7 +219,9 @@ def fulltext_scored(
                   {fragments.in_lanes("r.lane_name", reader.lanes_sql)}
         )
         select {SCORED_ARRAYS.format(score="score")} from found"""
-    return ScoredList.from_statement(reader, sql, ["tsquery[]", "float8[]", "tsquery[]"], [queries, weights, within])
+    return ScoredList.from_statement(
+        reader, "fulltext.fulltext_scored", sql, ["tsquery[]", "float8[]", "tsquery[]"], [queries, weights, within]
+    )
 
 
 def fulltext_by_relevance(
@@ -258,6 +287,7 @@ def fulltext_by_relevance(
         select {SCORED_ARRAYS.format(score="score")} from found_scores"""
     return ScoredList.from_statement(
         reader,
+        "fulltext.fulltext_by_relevance",
         sql,
         ["tsquery[]", "float8[]", "float8[]", "bool[]", "int[]", "int[]", "text[]", "int[]", "tsquery[]", "text[]"],
         [
@@ -285,6 +315,7 @@ def term_queries(reader: Reader, terms: list[list[str]]) -> TermQueries:
     numbers = [n for n, variants in enumerate(terms) for _ in variants]
     texts = [text for variants in terms for text in variants]
     rows = reader.execute(
+        "fulltext.term_queries",
         """with variant as (
                select distinct v.term, pg_catalog.phraseto_tsquery('emem.exact'::pg_catalog.regconfig, v.text) as q,
                       pg_catalog.array_to_string(pg_catalog.tsvector_to_array(
@@ -342,6 +373,7 @@ def document_frequencies(reader: Reader, queries: list[str], cap: int | None = N
         else f"(select pg_catalog.count(*) from emem.records as r where true{fragments.in_lanes('r.lane_name', lanes)})"
     )
     rows = reader.execute(
+        "fulltext.document_frequencies",
         f"""select {records}::float8 as n,
                    array(select (select pg_catalog.count(*) from (
                                      select from emem.records as r

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .. import fragments
 from ..fragments import SCORED_ARRAYS, quoted_array
-from ..lists.base import CandidateList, Counter, Match, Size
+from ..lists.base import CandidateList, Counter, Match, Size, planned
 from ..lists.broad import BroadList
 from ..lists.fetched import FetchedList
 from ..lists.scored import ScoredList
@@ -30,6 +30,7 @@ from ..lookups.edges import (
     matched_labels,
     visible_ends,
 )
+from ..plans import ListPlan, Mode
 from ..reader import Reader
 from ..sets import AnyOf, LabelEnds, Listed, RecordSet, Tagged
 
@@ -70,16 +71,60 @@ def tags_by_terms(reader: Reader) -> CandidateList:
 def tag_candidates(reader: Reader, by_terms: bool) -> CandidateList:
     terms = list(reader.request.analysis.terms_for_labels)
     if not terms:
-        return FetchedList([])
+        return planned(FetchedList([]), ListPlan("empty", "the question has no terms to match labels with"))
     match = tag_match(reader, terms, namespaced=not by_terms)
+    mode = Mode(by_terms, reader.degraded, reader.exact_limit, reader.tuning.max_broad_parts)
+    plan = plan_tags(match, mode)
+    return planned(build_tags(reader, match, terms, mode, plan), plan)
+
+
+def plan_tags(match: "TagMatch", mode: Mode) -> ListPlan:
+    """How the tags lookup reads what the question's terms matched (a pure function: tested in
+    tests/unit). A match known to hold at most exact_limit records is read whole; with a vector in
+    the seed's order (by distance alone), or for one tag and no edge (every candidate matched the
+    same), a broad match is read lazily; else it is read in tiers, one per combination of its broad
+    parts, unless it would split into more than max_broad_parts (then it is read whole)."""
     upper = match.size.upper
-    if not (match.tags or match.edges.found) or (upper is not None and upper <= reader.exact_limit):
-        return exact_tags(reader, match, terms, by_terms)
+    if not (match.tags or match.edges.found):
+        return ListPlan("whole", "no tag or edge label matches")
+    if upper is not None and upper <= mode.exact_limit:
+        return ListPlan("whole", f"the match holds at most {upper} records: at most {mode.exact_limit} are read whole")
+    if not mode.scored:
+        return ListPlan("broad", "a broad match by distance alone: read from the HNSW index filtered to it")
+    if len(match.tags) == 1 and not match.edges.found:
+        return ListPlan("broad", "one broad tag and no edge: every candidate scores alike, read in record-id order")
+    broad = tiered_tags(match, mode)
+    parts = broad_parts(match, broad)
+    if not parts or parts > mode.max_broad_parts:
+        return ListPlan("whole", f"{parts} broad parts (at most {mode.max_broad_parts} are read in tiers)")
+    return ListPlan("tiered", f"{parts} broad parts read in tiers, the rest scored whole", tuple(broad))
+
+
+def broad_parts(match: "TagMatch", broad: list[str]) -> int:
+    """How many parts a tiered list of these broad tags has: each tag, each broad edge term, and
+    with a broad edge term the ends of edges to each broad tag."""
+    edge_terms = len(match.edges.broad_terms)
+    return len(broad) * (2 if edge_terms else 1) + edge_terms
+
+
+def tiered_tags(match: "TagMatch", mode: Mode) -> list[str]:
+    """The broad tags a scored list reads in tiers: with a broad edge term each brings two parts
+    (its records, and the ends of edges to them); while they are more than max_broad_parts, the
+    smallest is read whole with the narrow tags instead (never more than the whole match)."""
+    broad = match.broad_tags(mode.exact_limit)  # largest first
+    while broad and broad_parts(match, broad) > mode.max_broad_parts:
+        broad.pop()
+    return broad
+
+
+def build_tags(reader: Reader, match: "TagMatch", terms: list[str], mode: Mode, plan: ListPlan) -> CandidateList:
+    """The list a plan chose."""
+    if plan.kind == "whole":
+        return exact_tags(reader, match, terms, mode.by_score)
     whole = whole_match(reader, match)
-    if not (reader.degraded or by_terms) or (len(match.tags) == 1 and not match.edges.found):
-        return BroadList(reader, whole)  # by distance, or one tag that every candidate matched: nothing to score
-    edges = match.edges
-    broad = tiered_tags(reader, match)
+    if plan.kind == "broad":
+        return BroadList(reader, whole)
+    edges, broad = match.edges, list(plan.broad)
     broad_counts = [(tag, count) for tag, count in zip(match.tags, match.counts, strict=True) if tag in broad]
     # Edge parts come before the far-tag parts, which a tier never walks (see far_tag_part).
     parts = [tag_part(reader, tag, count) for tag, count in broad_counts]
@@ -89,8 +134,6 @@ def tag_candidates(reader: Reader, by_terms: bool) -> CandidateList:
     ]
     if edges.broad_terms:
         parts += [far_tag_part(edges, tag, Gain(tag_terms(reader, tag), far_tag=True)) for tag in broad]
-    if not parts or len(parts) > reader.tuning.max_broad_parts:
-        return exact_tags(reader, match, terms, by_terms)
     narrow = [tag for tag in match.tags if tag not in broad]
     # Records that end a broad edge whose far end holds a narrow tag also score that tag's terms.
     linked = linked_ends(reader, narrow, edges) if edges.broad_terms and narrow else []
@@ -103,17 +146,6 @@ def tag_candidates(reader: Reader, by_terms: bool) -> CandidateList:
         tier_score,
         narrow_set(narrow, endpoints),
     )
-
-
-def tiered_tags(reader: Reader, match: TagMatch) -> list[str]:
-    """The broad tags a scored list reads in tiers: with a broad edge term each brings two parts
-    (its records, and the ends of edges to them); while they are more than Tuning.max_broad_parts,
-    the smallest is read whole with the narrow tags instead (never more than the whole match)."""
-    broad = match.broad_tags(reader.exact_limit)  # largest first
-    edge_terms = len(match.edges.broad_terms)
-    while broad and len(broad) * (2 if edge_terms else 1) + edge_terms > reader.tuning.max_broad_parts:
-        broad.pop()
-    return broad
 
 
 @dataclass(frozen=True)
@@ -142,6 +174,7 @@ def tier_score(held: tuple[Part, ...]) -> float | None:
 
 def tag_match(reader: Reader, terms: list[str], namespaced: bool) -> TagMatch:
     row = reader.execute(
+        "tags.tag_match",
         f"""
         with matched as (
             select v.tag, pg_catalog.sum(v.record_count)::bigint as record_count from emem.tag_vocabulary as v
@@ -255,6 +288,7 @@ def scored_tags(
         select {SCORED_ARRAYS.format(score="score")} from found"""
     return ScoredList.from_statement(
         reader,
+        "tags.scored_tags",
         sql,
         ["text[]", "text[]", "text[]", "float8[]", "bigint[]"],
         [
@@ -282,7 +316,9 @@ def tags_by_distance(reader: Reader, tags: list[str], labels: list[str]) -> Fetc
                on rv.space_id = {reader.space.space_id:d} and rv.record_id = found.record_id
         order by distance nulls last, found.record_id"""
     return FetchedList(
-        reader.candidates(sql, ["text[]", "public.vector", "text[]"], [tags, reader.request.vector, labels])
+        reader.candidates(
+            "tags.tags_by_distance", sql, ["text[]", "public.vector", "text[]"], [tags, reader.request.vector, labels]
+        )
     )
 
 
@@ -306,6 +342,7 @@ class WholeTagMatchCounter(Counter):
             )
         )
         row = self.reader.execute(
+            "tags.whole_match_count",
             f"""select {(match.counts or [0])[0]:d} + pg_catalog.count(distinct o.record_id) as n
                 from ({sets.ids(rest)}) as o (record_id)
                 where not {sets.holds(Tagged((largest,)), "o.record_id")}""",
@@ -364,6 +401,7 @@ def visible_members(reader: Reader, record_ids: list[int], lanes: list[str], nam
     labels = sorted(matched_labels(reader, terms, namespaced))
     tag_within = fragments.labels_within("v.tag_terms", "$2", "v.namespace_terms" if namespaced else None)
     rows = reader.execute(
+        "tags.visible_members",
         f"""select id from pg_catalog.unnest($1::bigint[]) as id
             where exists (select from emem.record_tags as rt
                           join emem.tag_vocabulary as v on v.tag = rt.tag and v.lane_name = rt.lane_name

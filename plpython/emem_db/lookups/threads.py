@@ -11,19 +11,24 @@ distance (degraded: by position, then record id). Dates stay out of the order.
 """
 
 from .. import fragments
+from ..lists.base import CandidateList, planned
 from ..lists.fetched import FetchedList
 from ..lookups.fulltext import document_frequencies, inverse_document_frequency, term_queries
+from ..plans import ListPlan
 from ..reader import Reader
 
 
-def thread_context(reader: Reader) -> FetchedList:
+def thread_context(reader: Reader) -> CandidateList:
     terms = term_queries(reader, [[term] for term in reader.request.analysis.unknown_terms])
     found = document_frequencies(reader, terms.queries)
     records, frequencies = found.records, found.frequencies
     tuning = reader.tuning
     rare = [n for n, df in enumerate(frequencies) if df <= tuning.anchor_frequency]
     if not rare:
-        return FetchedList([])
+        return planned(
+            FetchedList([]),
+            ListPlan("empty", f"no term of the question is on at most {tuning.anchor_frequency} records"),
+        )
     lanes = reader.lanes_sql
     sql = f"""
         with term (q, idf) as (
@@ -51,14 +56,19 @@ def thread_context(reader: Reader) -> FetchedList:
         )
         select found.record_id, {reader.distance_sql("$3")} as distance from found
         order by found.score desc, found.steps, distance nulls last, found.thread_position, found.record_id"""
-    return FetchedList(
-        reader.candidates(
-            sql,
-            ["tsquery[]", "float8[]", "public.vector"],
-            [
-                [terms.queries[n] for n in rare],
-                [inverse_document_frequency(records, frequencies[n]) for n in rare],
-                reader.request.vector,
-            ],
-        )
+    plan = ListPlan("whole", f"the threads around the records of {len(rare)} rare terms")
+    return planned(
+        FetchedList(
+            reader.candidates(
+                "threads.thread_context",
+                sql,
+                ["tsquery[]", "float8[]", "public.vector"],
+                [
+                    [terms.queries[n] for n in rare],
+                    [inverse_document_frequency(records, frequencies[n]) for n in rare],
+                    reader.request.vector,
+                ],
+            )
+        ),
+        plan,
     )

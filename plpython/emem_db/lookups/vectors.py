@@ -5,20 +5,23 @@ isolation the scans are filtered to the readable lanes (iterative HNSW scans), s
 lane's volume can push readable records out of the nearest."""
 
 from .. import fragments
+from ..lists.base import CandidateList, planned
 from ..lists.fetched import FetchedList
+from ..plans import ListPlan
 from ..reader import Reader
 
 
-def record_vectors(reader: Reader) -> FetchedList:
+def record_vectors(reader: Reader) -> CandidateList:
     sql = f"""
-        select rv.record_id, {reader.vector_distance_sql("rv.embedding")} as distance
+        select rv.record_id, {reader.vector_distance_sql("rv.embedding")} as distance, null::bigint[] as windows
         from emem.record_vectors as rv
         where rv.space_id = {reader.space.space_id:d}{fragments.in_lanes("rv.lane_name", reader.lanes_sql)}
         order by distance limit $2"""
-    return nearest(reader, sql, reader.request.candidate_counts["record_vectors"])
+    count = reader.request.candidate_counts["record_vectors"]
+    return planned(nearest(reader, sql, count), ListPlan("whole", f"the nearest {count} record vectors (HNSW)"))
 
 
-def window_vectors(reader: Reader) -> FetchedList:
+def window_vectors(reader: Reader) -> CandidateList:
     lanes = fragments.in_lanes("w.lane_name", reader.lanes_sql)
     sql = f"""
         with nearest as (
@@ -32,19 +35,13 @@ def window_vectors(reader: Reader) -> FetchedList:
         from nearest as n join emem.window_members as m on m.window_id = n.window_id
         group by m.record_id
         order by distance, record_id"""
-    return nearest(reader, sql, reader.request.candidate_counts["window_vectors"])
+    count = reader.request.candidate_counts["window_vectors"]
+    plan = ListPlan("whole", f"the records of the nearest {count} windows (HNSW)")
+    return planned(nearest(reader, sql, count), plan)
 
 
 def nearest(reader: Reader, sql: str, count: int) -> FetchedList:
     """An HNSW scan of `count` rows: ef_search must be at least that for the index to return them;
     a scan filtered to some lanes goes on until it has them (iterative scan)."""
-    current = int(reader.execute("select pg_catalog.current_setting('hnsw.ef_search') as value", [], [])[0]["value"])
-    scan = {"hnsw.ef_search": str(max(count, current))}
-    if reader.lanes_sql is not None:
-        scan["hnsw.iterative_scan"] = "strict_order"
-    with reader.settings(scan):
-        return FetchedList(
-            reader.candidates(
-                sql, ["public.vector", "int"], [reader.request.vector, count], cache=reader.lanes_sql is None
-            )
-        )
+    scan = {"hnsw.iterative_scan": "strict_order"} if reader.lanes_sql is not None else {}
+    return FetchedList(reader.scan("vectors.nearest", sql, count, count, scan))
