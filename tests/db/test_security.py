@@ -23,11 +23,11 @@ from pathlib import Path
 import figures
 import psycopg
 import pytest
+from checkout import ROOT
 from psycopg import errors, sql
 
 pytest_plugins = ["figures"]
 
-ROOT = Path(__file__).resolve().parent.parent
 LANES = ("salesvault", "hrvault", "commons")
 READS = {"sales": ("salesvault", "commons"), "hr": ("hrvault", "commons"), "none": ()}
 PROFILE = {"sales": "salesvault_agent", "hr": "hrvault_agent"}

@@ -1,9 +1,9 @@
 """Question analysis, as pure Python (the same module runs inside the database)."""
 
 import re
-from pathlib import Path
 
 import pytest
+from checkout import ROOT
 
 from emem_db.analysis import Analyser, tokens
 from emem_db.lexicon import Lexicon
@@ -168,7 +168,7 @@ def test_modal_verbs_and_question_words_are_never_full_text_terms(analyser: Anal
 
 
 def test_the_docs_list_the_words_never_searched() -> None:
-    how_find_works = (Path(__file__).resolve().parent.parent / "docs" / "how-find-works.md").read_text()
+    how_find_works = (ROOT / "docs" / "how-find-works.md").read_text()
     listed = re.search(r"never full-text terms[^:]*: ([^.]*)\.", how_find_works)
     assert listed is not None
     assert set(re.findall(r"`([^`]+)`", listed.group(1))) == set(NOT_SEARCHED)

@@ -25,13 +25,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from checkout import ROOT
 from clusters import free_port
 from test_embedded_model import MODEL, MODEL_FINGERPRINT
 from test_ingest import HashGateway
 
 from emem_client import Client, EmbeddedGateway, cli
 
-ROOT = Path(__file__).resolve().parent.parent
 README = "README.md"
 DOCS = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs").glob("*.md"))
 DOCUMENTATION = [README, "CHANGELOG.md", "DEVELOPMENT.md", *DOCS]

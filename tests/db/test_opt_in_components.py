@@ -5,11 +5,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from checkout import ROOT
 
 from emem_db.profile import parse_profile
 from emem_db.registry import SEED_WEIGHTS
 
-CONTROL = Path(__file__).resolve().parent.parent / "control"
+CONTROL = ROOT / "control"
 
 
 def profile_line(path: Path) -> str:

@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import figures
 import psycopg
@@ -31,7 +30,6 @@ from psycopg import errors
 
 pytest_plugins = ["figures"]
 
-ROOT = Path(__file__).resolve().parent.parent
 SOAK_SECONDS = float(os.environ.get("EMEM_SOAK_SECONDS", "120"))
 FAULTS = int(os.environ.get("EMEM_CRASH_FAULTS", "3"))
 BATCH = 150

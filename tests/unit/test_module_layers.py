@@ -5,7 +5,9 @@ below its own (pure: no server needed)."""
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "plpython" / "emem_db"
+from checkout import ROOT
+
+PACKAGE = ROOT / "plpython" / "emem_db"
 
 # From the top (the pipeline) to the bottom (what everything shares).
 LAYERS = [
