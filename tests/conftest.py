@@ -1,17 +1,22 @@
 """Fixtures: a real PostgreSQL (the cluster scripts/setup.sh starts) with the real extension.
 
 pytest-postgresql fills a template database once per session (CREATE EXTENSION emem) and
-hands each test a fresh clone, so tests are isolated and fast.
+hands each test a fresh clone, so tests are isolated and fast. A corpus several tests need is
+built once (tests/databases.py): `@pytest.mark.corpus(build, read_only=False)` gives each test a
+clone of it as `db`, `@pytest.mark.corpus(build, read_only=True)` a session on the corpus itself.
 """
 
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import psycopg
 import pytest
+from databases import Corpora, Roles, Server
 from embeddings_service import FakeService, serving
 from pytest_postgresql import factories
+from pytest_postgresql.executors import NoopExecutor
 
 HOST = os.environ.get("EMEM_PGHOST", "127.0.0.1")
 PORT = int(os.environ.get("EMEM_PGPORT", "5433"))
@@ -54,11 +59,43 @@ postgresql_noproc = factories.postgresql_noproc(
 postgresql = factories.postgresql("postgresql_noproc")
 
 
+@pytest.fixture(scope="session")
+def corpora(server: None, postgresql_noproc: NoopExecutor) -> Iterator[Corpora]:
+    """The corpora built this session, each into a database cloned from the session's template."""
+    template = postgresql_noproc.template_dbname
+    built = Corpora(Server(HOST, PORT, USER), template, test_dbname=postgresql_noproc.dbname)
+    yield built
+    built.close()
+
+
+BUILT = pytest.StashKey[Any]()
+
+
 @pytest.fixture
-def db(server: None, postgresql: psycopg.Connection) -> psycopg.Connection:
-    """A superuser connection (autocommit) to a fresh database with emem installed."""
-    postgresql.autocommit = True
-    return postgresql
+def db(request: pytest.FixtureRequest, server: None) -> Iterator[psycopg.Connection]:
+    """A superuser connection (autocommit) to a fresh database with emem installed; with a corpus
+    marker, to a clone of the corpus, or (read_only) to the corpus itself."""
+    marker = request.node.get_closest_marker("corpus")
+    if marker is None:
+        postgresql: psycopg.Connection = request.getfixturevalue("postgresql")
+        postgresql.autocommit = True
+        yield postgresql
+        return
+    (build,), read_only = marker.args, marker.kwargs["read_only"]  # required: a lone callable would be marked
+    corpora: Corpora = request.getfixturevalue("corpora")
+    request.node.stash[BUILT] = corpora.get(build).value
+    if read_only:
+        with corpora.reading(build, request.node.nodeid) as conn:
+            yield conn
+    else:
+        with corpora.clone(build) as conn:
+            yield conn
+
+
+@pytest.fixture
+def built(db: psycopg.Connection, request: pytest.FixtureRequest) -> Any:
+    """What the build function of the test's corpus returned."""
+    return request.node.stash[BUILT]
 
 
 @pytest.fixture
@@ -74,21 +111,11 @@ def dsn(db: psycopg.Connection) -> Callable[..., str]:
 
 @pytest.fixture
 def make_role(db: psycopg.Connection) -> Iterator[Callable[..., str]]:
-    """Creates login roles with unique names; drops them (and what they own here) afterwards."""
-    created: list[str] = []
-
-    def make(prefix: str = "agent", profile: str | None = None) -> str:
-        name = f"{prefix}_{uuid.uuid4().hex[:8]}"
-        db.execute(f"create role {name} login")
-        if profile is not None:
-            db.execute("select emem.bind_role(%s, %s)", (name, profile))
-        created.append(name)
-        return name
-
-    yield make
-    for name in created:
-        db.execute(f"drop owned by {name}")
-        db.execute(f"drop role {name}")
+    """Creates login roles with unique names (bound to a profile when asked); drops them (and what
+    they own here) afterwards."""
+    roles = Roles(db)
+    yield roles.make
+    roles.drop()
 
 
 @pytest.fixture(params=["an empty database", "a database with pgvector only"])

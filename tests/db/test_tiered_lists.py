@@ -9,6 +9,7 @@ import random
 
 import psycopg
 import pytest
+from databases import MakeRole
 from vectors import unit
 
 from emem_db.lookups.fulltext import BM25_B, BM25_K1, BM25_REFERENCE_LENGTH
@@ -29,8 +30,7 @@ def tags_of(i: int) -> list[str]:
     )
 
 
-@pytest.fixture
-def tiers(db: psycopg.Connection) -> psycopg.Connection:
+def tiers(db: psycopg.Connection, make_role: MakeRole) -> None:
     """Two broad tags and a broad term over near-duplicates, narrow tags and terms, edges, and
     records without a vector (which go last in their tier)."""
     rng = random.Random(11)
@@ -64,7 +64,9 @@ def tiers(db: psycopg.Connection) -> psycopg.Connection:
             "select emem.link_records(%s, %s, 'paid', '{\"for\": \"project apollo meeting\"}')",
             (ids[n * 7 + 1], ids[n * 11 + 2]),
         )
-    return db
+
+
+pytestmark = pytest.mark.corpus(tiers, read_only=True)
 
 
 def whole_reading(db: psycopg.Connection) -> None:
@@ -111,11 +113,11 @@ CASES = [
 @pytest.mark.parametrize("vector", [VECTOR, None], ids=["vector", "degraded"])
 @pytest.mark.parametrize(("profile", "question"), CASES, ids=[f"{p.split(',')[0]}-{q[:12]}" for p, q in CASES])
 def test_tiered_reading_gives_the_whole_reading(
-    tiers: psycopg.Connection, profile: str, question: str, vector: str | None
+    db: psycopg.Connection, profile: str, question: str, vector: str | None
 ) -> None:
-    tiered = answers(tiers, profile, question, vector)
-    whole_reading(tiers)
-    whole = answers(tiers, profile, question, vector)
+    tiered = answers(db, profile, question, vector)
+    whole_reading(db)
+    whole = answers(db, profile, question, vector)
     assert tiered["pages"] == whole["pages"] and tiered["totals"] == whole["totals"]
     assert tiered["pages"][2], "the question finds nothing: the case tests nothing"
     # pages of 30 read the lists (and a scored list's distances) only as far as they reach: the
@@ -126,23 +128,23 @@ def test_tiered_reading_gives_the_whole_reading(
         assert all(rank is None or rank == read[name] for name, rank in lazy.items())
 
 
-def test_the_corpus_has_broad_and_narrow_parts(tiers: psycopg.Connection) -> None:
-    counts = dict(tiers.execute("select tag, record_count from emem.tag_vocabulary").fetchall())
+def test_the_corpus_has_broad_and_narrow_parts(db: psycopg.Connection) -> None:
+    counts = dict(db.execute("select tag, record_count from emem.tag_vocabulary").fetchall())
     assert counts["project"] > EXACT_CANDIDATES and counts["meeting"] > EXACT_CANDIDATES
     assert counts["project apollo"] <= EXACT_CANDIDATES and counts["apollo"] <= EXACT_CANDIDATES
-    q3 = tiers.execute(
+    q3 = db.execute(
         "select count(*) from emem.records where content_search @@ phraseto_tsquery('emem.exact', 'Q3')"
     ).fetchone()[0]
     assert q3 > EXACT_CANDIDATES
 
 
-def test_tags_by_terms_puts_the_record_matching_most_terms_first(tiers: psycopg.Connection) -> None:
-    tiers.execute("set emem.pipeline_profile = 'tags_by_terms'")
-    rows = tiers.execute(
+def test_tags_by_terms_puts_the_record_matching_most_terms_first(db: psycopg.Connection) -> None:
+    db.execute("set emem.pipeline_profile = 'tags_by_terms'")
+    rows = db.execute(
         "select emem.e_gather_find_envelope('project apollo meeting', %s::vector, 1, 200)", (VECTOR,)
     ).fetchone()[0]["rows"]
     linked = {
-        r[0] for r in tiers.execute("select from_record_id from emem.edges union select to_record_id from emem.edges")
+        r[0] for r in db.execute("select from_record_id from emem.edges union select to_record_id from emem.edges")
     }  # the edges' property names all three words
     covered = [
         3
@@ -167,20 +169,20 @@ def test_tags_by_terms_puts_the_record_matching_most_terms_first(tiers: psycopg.
     assert both_broad and distances == sorted(distances)
 
 
-def test_degraded_full_text_is_by_terms_matched_then_bm25(tiers: psycopg.Connection) -> None:
+def test_degraded_full_text_is_by_terms_matched_then_bm25(db: psycopg.Connection) -> None:
     """Terms matched first, then BM25 over the narrow terms (Kowalski, INV-7: rarity, occurrences,
     length), then record id: the broad Q3 alone scores nothing more, its tier in record-id order."""
-    tiers.execute("set emem.pipeline_profile = 'fulltext'")
+    db.execute("set emem.pipeline_profile = 'fulltext'")
     rows = [
         row
         for page in (1, 2, 3)
-        for row in tiers.execute(
+        for row in db.execute(
             "select emem.e_gather_find_envelope('Kowalski INV-7 Q3', null, %s, 1000)", (page,)
         ).fetchone()[0]["rows"]
     ]
     terms = ("Kowalski", "INV-7", "Q3")
     frequencies = {
-        term: tiers.execute(
+        term: db.execute(
             "select count(*) from emem.records where content_search @@ phraseto_tsquery('emem.exact', %s)", (term,)
         ).fetchone()[0]
         for term in terms
