@@ -6,13 +6,15 @@ vector and degraded, under page_filter (totals count every lane) and under stric
 
 import json
 import math
-import random
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import psycopg
 import pytest
+from databases import MakeRole
+from finds import envelope, record_ids
 from psycopg import errors
-from vectors import unit
+from records import put, with_random_vectors
 
 VECTOR = "[1,0,0,0]"
 OWN, OTHER = 60, 150  # records tagged `common`, with "Q3" in their text, in each lane
@@ -28,20 +30,9 @@ QUESTIONS = {
 }
 
 
-def put(db: psycopg.Connection, lane: str, items: list[dict]) -> list[int]:
-    rng = random.Random(len(items) + len(lane))
-    rows = db.execute(
-        "select record_id from emem.put_records(%s)",
-        (
-            json.dumps(
-                [
-                    {"kind": "note", "lane": lane, "vector": unit(*[rng.uniform(-1, 1) for _ in range(4)]), **item}
-                    for item in items
-                ]
-            ),
-        ),
-    )
-    return [row[0] for row in rows]
+def put_in(db: psycopg.Connection, lane: str, items: list[dict[str, Any]]) -> list[int]:
+    """Notes in `lane`, each with a random vector (drawn the same for the same count and lane)."""
+    return put(db, with_random_vectors(items, seed=len(items) + len(lane)), lane=lane)
 
 
 def put_edges(db: psycopg.Connection, pairs: list[tuple[int, int]], relation: str) -> None:
@@ -55,31 +46,29 @@ def link(db: psycopg.Connection, ids: list[int], edges: int) -> None:
     put_edges(db, pairs, "audited")
 
 
-@pytest.fixture
-def corpus(db: psycopg.Connection) -> psycopg.Connection:
+def lanes(db: psycopg.Connection, make_role: MakeRole) -> None:
     """Lane `own` (read by the agent) and lane `other`: a common tag and term on many records of
     each, a rare tag and code on a few, and 'audited' edges inside each lane and from three rare
     records (two to own records, one to another lane's)."""
     for lane in ("own", "other"):
         db.execute("select emem.create_lane(%s)", (lane,))
     db.execute("select emem.create_embedding_space('m', 4, null, true)")
-    own = put(db, "own", [{"content": f"own note {i} in Q3", "tags": ["common"]} for i in range(OWN)])
-    rare = put(db, "own", [{"content": f"rare {i} INV-7", "tags": ["rare"]} for i in range(5)])
-    other = put(db, "other", [{"content": f"other note {i} in Q3", "tags": ["common"]} for i in range(OTHER)])
+    own = put_in(db, "own", [{"content": f"own note {i} in Q3", "tags": ["common"]} for i in range(OWN)])
+    rare = put_in(db, "own", [{"content": f"rare {i} INV-7", "tags": ["rare"]} for i in range(5)])
+    other = put_in(db, "other", [{"content": f"other note {i} in Q3", "tags": ["common"]} for i in range(OTHER)])
     link(db, own, 40)
     link(db, other, 90)
     for pair in ([rare[0], own[45]], [rare[1], own[2]], [rare[2], other[0]]):
         link(db, pair, 1)
     pay_ledgers(db, own, other)
-    return db
 
 
 def pay_ledgers(db: psycopg.Connection, own: list[int], other: list[int]) -> None:
     """Twelve records tagged `ledger` (and one in lane `other`) and six untagged receipts, joined
     by 'paid' edges to records tagged `common`, `ledger` or nothing, within a lane and across."""
-    ledgers = put(db, "own", [{"content": f"ledger entry {i}", "tags": ["ledger"]} for i in range(12)])
-    receipts = put(db, "own", [{"content": f"receipt {i}"} for i in range(6)])
-    (far_ledger,) = put(db, "other", [{"content": "ledger entry abroad", "tags": ["ledger"]}])
+    ledgers = put_in(db, "own", [{"content": f"ledger entry {i}", "tags": ["ledger"]} for i in range(12)])
+    receipts = put_in(db, "own", [{"content": f"receipt {i}"} for i in range(6)])
+    (far_ledger,) = put_in(db, "other", [{"content": "ledger entry abroad", "tags": ["ledger"]}])
     pairs = [(ledgers[i], own[i]) for i in range(6)]  # to a common record
     pairs += [(ledgers[6], ledgers[7]), (ledgers[8], ledgers[9])]  # ledger to ledger
     pairs += [(ledgers[10], receipts[0]), (ledgers[11], receipts[1]), (own[10], receipts[2])]  # to nothing
@@ -87,40 +76,48 @@ def pay_ledgers(db: psycopg.Connection, own: list[int], other: list[int]) -> Non
     put_edges(db, pairs, "paid")
 
 
-@pytest.fixture
-def agents(corpus: psycopg.Connection, make_role: Callable[..., str], dsn: Callable[..., str]) -> Iterator[dict]:
-    """An agent per lane rule, each reading lane `own` only."""
-    connections = {}
+def lanes_and_agents(db: psycopg.Connection, make_role: MakeRole) -> dict[str, str]:
+    """The lanes, and an agent role per lane rule, each reading lane `own` only."""
+    lanes(db, make_role)
+    roles = {}
     for isolation in ("page_filter", "strict"):
         profile = f"reader_{isolation}"
-        corpus.execute("select emem.create_agent_profile(%s, array['own'])", (profile,))
-        corpus.execute("select emem.set_agent_setting(%s, 'emem.lane_isolation', %s)", (profile, isolation))
-        connections[isolation] = psycopg.connect(dsn(make_role("agent", profile)), autocommit=True)
+        db.execute("select emem.create_agent_profile(%s, array['own'])", (profile,))
+        db.execute("select emem.set_agent_setting(%s, 'emem.lane_isolation', %s)", (profile, isolation))
+        roles[isolation] = make_role("agent", profile)
+    return roles
+
+
+# Most tests only read the lanes; those that set the agents' bound or analyse write on a clone.
+pytestmark = pytest.mark.corpus(lanes, read_only=True)
+WITH_AGENTS = pytest.mark.corpus(lanes_and_agents, read_only=False)
+
+
+@pytest.fixture
+def agents(
+    db: psycopg.Connection, built: dict[str, str], dsn: Callable[..., str]
+) -> Iterator[dict[str, psycopg.Connection]]:
+    """A session of each agent."""
+    connections = {isolation: psycopg.connect(dsn(role), autocommit=True) for isolation, role in built.items()}
     yield connections
     for conn in connections.values():
         conn.close()
 
 
-def set_bound(corpus: psycopg.Connection, bound: int | None) -> None:
+def set_bound(db: psycopg.Connection, bound: int | None) -> None:
     """The bound for the owner's session and for both agents' profiles (None: the default)."""
     if bound is None:
-        corpus.execute("reset emem.exact_totals_up_to")
+        db.execute("reset emem.exact_totals_up_to")
     else:
-        corpus.execute("select set_config('emem.exact_totals_up_to', %s, false)", (str(bound),))
-    profiles = corpus.execute("select profile_name from emem.agent_profiles").fetchall()
+        db.execute("select set_config('emem.exact_totals_up_to', %s, false)", (str(bound),))
+    profiles = db.execute("select profile_name from emem.agent_profiles").fetchall()
     for (profile,) in profiles:
         value = None if bound is None else str(bound)
-        corpus.execute("select emem.set_agent_setting(%s, 'emem.exact_totals_up_to', %s)", (profile, value))
-
-
-def envelope(conn: psycopg.Connection, question: str, vector: str | None, page: int = 1, size: int = 30) -> dict:
-    return conn.execute(
-        "select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)", (question, vector, page, size)
-    ).fetchone()[0]
+        db.execute("select emem.set_agent_setting(%s, 'emem.exact_totals_up_to', %s)", (profile, value))
 
 
 def pages(conn: psycopg.Connection, question: str, vector: str | None) -> list[list[int]]:
-    return [[row["record_id"] for row in envelope(conn, question, vector, page, 25)["rows"]] for page in (1, 2, 3)]
+    return [record_ids(envelope(conn, question, vector, page, 25)) for page in (1, 2, 3)]
 
 
 def assert_bounded(found: dict, exact_total: int, bound: int) -> None:
@@ -134,8 +131,8 @@ def assert_bounded(found: dict, exact_total: int, bound: int) -> None:
     assert found["total_pages"] == math.ceil(found["total_candidates"] / found["page_size"])
 
 
-def exact_totals(conn: psycopg.Connection, corpus: psycopg.Connection, question: str, vector: str | None) -> int:
-    set_bound(corpus, 0)
+def exact_totals(conn: psycopg.Connection, db: psycopg.Connection, question: str, vector: str | None) -> int:
+    set_bound(db, 0)
     found = envelope(conn, question, vector)
     assert found["totals_exact"], "a bound of 0 means always exact"
     return found["total_candidates"]
@@ -144,69 +141,71 @@ def exact_totals(conn: psycopg.Connection, corpus: psycopg.Connection, question:
 @pytest.mark.parametrize("vector", [VECTOR, None], ids=["vector", "degraded"])
 @pytest.mark.parametrize("kind", list(QUESTIONS))
 def test_totals_are_exact_up_to_the_bound_and_an_honest_lower_bound_beyond(
-    corpus: psycopg.Connection, kind: str, vector: str | None
+    db: psycopg.Connection, kind: str, vector: str | None
 ) -> None:
     question = QUESTIONS[kind]
-    total = exact_totals(corpus, corpus, question, vector)
-    reading = pages(corpus, question, vector)
+    total = exact_totals(db, db, question, vector)
+    reading = pages(db, question, vector)
     assert total > 100, "the question must pass the smaller bounds"
     for bound in (1, 50, 100, total - 1, total, total + 1, 10_000):
-        set_bound(corpus, bound)
-        found = envelope(corpus, question, vector)
+        set_bound(db, bound)
+        found = envelope(db, question, vector)
         assert_bounded(found, total, bound)
-        assert pages(corpus, question, vector) == reading, f"bound {bound} changed the pages"
+        assert pages(db, question, vector) == reading, f"bound {bound} changed the pages"
 
 
-def test_the_default_bound_is_10000_and_0_means_always_exact(corpus: psycopg.Connection) -> None:
-    set_bound(corpus, None)
-    found = envelope(corpus, QUESTIONS["tag"], VECTOR)
-    assert found["totals_exact"] and found["total_candidates"] == exact_totals(corpus, corpus, QUESTIONS["tag"], VECTOR)
-    explained = corpus.execute("select emem.e_gather_explain(%s, null)", (QUESTIONS["tag"],)).fetchone()[0]
+def test_the_default_bound_is_10000_and_0_means_always_exact(db: psycopg.Connection) -> None:
+    set_bound(db, None)
+    found = envelope(db, QUESTIONS["tag"], VECTOR)
+    assert found["totals_exact"] and found["total_candidates"] == exact_totals(db, db, QUESTIONS["tag"], VECTOR)
+    explained = db.execute("select emem.e_gather_explain(%s, null)", (QUESTIONS["tag"],)).fetchone()[0]
     assert explained["exact_totals_up_to"] == 0  # set by exact_totals
-    set_bound(corpus, None)
-    explained = corpus.execute("select emem.e_gather_explain(%s, null)", (QUESTIONS["tag"],)).fetchone()[0]
+    set_bound(db, None)
+    explained = db.execute("select emem.e_gather_explain(%s, null)", (QUESTIONS["tag"],)).fetchone()[0]
     assert explained["exact_totals_up_to"] == 10_000
 
 
 @pytest.mark.parametrize("vector", [VECTOR, None], ids=["vector", "degraded"])
+@WITH_AGENTS
 def test_seed_rule_counts_every_lane_and_strict_isolation_only_the_readable(
-    corpus: psycopg.Connection, agents: dict[str, psycopg.Connection], vector: str | None
+    db: psycopg.Connection, agents: dict[str, psycopg.Connection], vector: str | None
 ) -> None:
     """The agents read lane `own` (60 records tagged common among its records); lane `other` holds
     150 more."""
     question = QUESTIONS["tag"]
-    seed_total = exact_totals(agents["page_filter"], corpus, question, vector)
-    strict_total = exact_totals(agents["strict"], corpus, question, vector)
-    (readable,) = corpus.execute("select count(*) from emem.records where lane_name = 'own'").fetchone()
+    seed_total = exact_totals(agents["page_filter"], db, question, vector)
+    strict_total = exact_totals(agents["strict"], db, question, vector)
+    (readable,) = db.execute("select count(*) from emem.records where lane_name = 'own'").fetchone()
     assert seed_total >= OWN + OTHER and OWN <= strict_total <= readable < OWN + OTHER
     readings = {isolation: pages(conn, question, vector) for isolation, conn in agents.items()}
     for bound in (50, 100, 250):
-        set_bound(corpus, bound)
+        set_bound(db, bound)
         for isolation, total in (("page_filter", seed_total), ("strict", strict_total)):
             found = envelope(agents[isolation], question, vector)
             assert_bounded(found, total, bound)
             assert found["lane_isolation"] == isolation
             assert pages(agents[isolation], question, vector) == readings[isolation]
-    set_bound(corpus, 100)  # between the readable lane's candidates and every lane's
+    set_bound(db, 100)  # between the readable lane's candidates and every lane's
     assert not envelope(agents["page_filter"], question, vector)["totals_exact"]
     assert envelope(agents["strict"], question, vector)["totals_exact"]
 
 
+@WITH_AGENTS
 def test_explain_says_whether_the_totals_are_exact(
-    corpus: psycopg.Connection, agents: dict[str, psycopg.Connection]
+    db: psycopg.Connection, agents: dict[str, psycopg.Connection]
 ) -> None:
-    set_bound(corpus, 100)
+    set_bound(db, 100)
     question = QUESTIONS["mixed"]
-    for conn in (corpus, agents["page_filter"], agents["strict"]):
+    for conn in (db, agents["page_filter"], agents["strict"]):
         explained = conn.execute("select emem.e_gather_explain(%s, %s::vector)", (question, VECTOR)).fetchone()[0]
         found = envelope(conn, question, VECTOR)
         assert explained["totals_exact"] == found["totals_exact"]
         assert explained["total_candidates"] == found["total_candidates"]
         assert explained["exact_totals_up_to"] == 100
-    narrow_everything(corpus)  # lists read lazily: their sizes are counted up to the bound only
-    owner = corpus.execute("select emem.e_gather_explain(%s, %s::vector)", (question, VECTOR)).fetchone()[0]
-    set_bound(corpus, 0)
-    exact = corpus.execute("select emem.e_gather_explain(%s, %s::vector)", (question, VECTOR)).fetchone()[0]
+    narrow_everything(db)  # lists read lazily: their sizes are counted up to the bound only
+    owner = db.execute("select emem.e_gather_explain(%s, %s::vector)", (question, VECTOR)).fetchone()[0]
+    set_bound(db, 0)
+    exact = db.execute("select emem.e_gather_explain(%s, %s::vector)", (question, VECTOR)).fetchone()[0]
     assert exact["totals_exact"] and all(lookup["candidates_exact"] for lookup in exact["lookups"].values())
     assert not owner["totals_exact"]
     assert not owner["lookups"]["tags"]["candidates_exact"]  # tag `common`, on 210 records, read lazily
@@ -218,28 +217,29 @@ def test_explain_says_whether_the_totals_are_exact(
             assert 100 <= lookup["candidates"] <= size
 
 
+@WITH_AGENTS
 def test_column_statistics_decide_only_under_the_seeds_rule(
-    corpus: psycopg.Connection, agents: dict[str, psycopg.Connection]
+    db: psycopg.Connection, agents: dict[str, psycopg.Connection]
 ) -> None:
     """After ANALYZE the statistics put "Q3" on 210 records: for a list read lazily (its size not
     counted), beyond the bound for every lane; the totals are then the bound itself (an estimate is
     never reported). Strict isolation counts the readable lane instead."""
-    corpus.execute("analyze emem.records")
+    db.execute("analyze emem.records")
     question = QUESTIONS["term"]
-    narrow_everything(corpus)
-    seed_total = exact_totals(corpus, corpus, question, None)
-    strict_total = exact_totals(agents["strict"], corpus, question, None)
-    set_bound(corpus, 100)
-    owner = envelope(corpus, question, None)
+    narrow_everything(db)
+    seed_total = exact_totals(db, db, question, None)
+    strict_total = exact_totals(agents["strict"], db, question, None)
+    set_bound(db, 100)
+    owner = envelope(db, question, None)
     assert not owner["totals_exact"] and owner["total_candidates"] == 100 and seed_total > 100
     strict = envelope(agents["strict"], question, None)
     assert strict["totals_exact"] and strict["total_candidates"] == strict_total == OWN
 
 
-def test_a_lower_bound_is_the_largest_size_known_exactly(corpus: psycopg.Connection) -> None:
+def test_a_lower_bound_is_the_largest_size_known_exactly(db: psycopg.Connection) -> None:
     """The tag vocabulary counts `common` on 210 records: beyond a bound of 100, find says at least 210."""
-    set_bound(corpus, 100)
-    found = envelope(corpus, QUESTIONS["tag"], None)
+    set_bound(db, 100)
+    found = envelope(db, QUESTIONS["tag"], None)
     assert not found["totals_exact"] and found["total_candidates"] == OWN + OTHER
 
 
@@ -254,13 +254,14 @@ def narrow_everything(conn: psycopg.Connection, max_broad_parts: int = 5) -> Non
     )
 
 
+@WITH_AGENTS
 @pytest.mark.parametrize("vector", [VECTOR, None], ids=["vector", "degraded"])
 @pytest.mark.parametrize("reader", ["owner", "page_filter", "strict"])
 @pytest.mark.parametrize(
     "profile", ["record_vectors, tags, window_vectors, fulltext", "tags_by_terms, fulltext_by_rarity"]
 )
 def test_broad_reading_gives_the_pages_and_honest_totals_of_the_exact_reading(
-    corpus: psycopg.Connection,
+    db: psycopg.Connection,
     agents: dict[str, psycopg.Connection],
     dsn: Callable[..., str],
     vector: str | None,
@@ -269,10 +270,10 @@ def test_broad_reading_gives_the_pages_and_honest_totals_of_the_exact_reading(
 ) -> None:
     """Every tag, term and edge term read lazily (filtered HNSW, walks in record-id order, tiers,
     edges probed and their ends counted up to the bound) against one reading whole."""
-    corpus.execute("analyze emem.edge_labels")
-    corpus.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
+    db.execute("analyze emem.edge_labels")
+    db.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
     for name in ("reader_page_filter", "reader_strict"):
-        corpus.execute("select emem.set_agent_setting(%s, 'emem.pipeline_profile', %s)", (name, profile))
+        db.execute("select emem.set_agent_setting(%s, 'emem.pipeline_profile', %s)", (name, profile))
     with psycopg.connect(dsn(), autocommit=True) as lazy, psycopg.connect(dsn(), autocommit=True) as whole:
         narrow_everything(lazy)
         sessions = (lazy, whole)
@@ -282,7 +283,7 @@ def test_broad_reading_gives_the_pages_and_honest_totals_of_the_exact_reading(
                 conn.execute(f"set role {agents[reader].info.user}")
 
         def bound(value: int) -> None:
-            set_bound(corpus, value)  # the agents' profiles
+            set_bound(db, value)  # the agents' profiles
             for conn in sessions:  # the owner's sessions
                 conn.execute("select set_config('emem.exact_totals_up_to', %s, false)", (str(value),))
 
@@ -302,13 +303,13 @@ def test_broad_reading_gives_the_pages_and_honest_totals_of_the_exact_reading(
 
 @pytest.mark.parametrize("vector", [VECTOR, None], ids=["vector", "degraded"])
 def test_too_many_broad_parts_read_the_smallest_broad_tag_whole(
-    corpus: psycopg.Connection, dsn: Callable[..., str], vector: str | None
+    db: psycopg.Connection, dsn: Callable[..., str], vector: str | None
 ) -> None:
     """Two broad tags and a broad edge term make five broad parts (each tag, the edge term, the ends
     of edges to each tag). With at most three, `ledger` is scored whole and `common` still read in
     tiers (its candidates counted only up to the bound): the pages of the whole reading."""
     question = QUESTIONS["far tags"]
-    corpus.execute("select set_config('emem.pipeline_profile', 'tags_by_terms, fulltext_by_rarity', false)")
+    db.execute("select set_config('emem.pipeline_profile', 'tags_by_terms, fulltext_by_rarity', false)")
     with psycopg.connect(dsn(), autocommit=True) as lazy, psycopg.connect(dsn(), autocommit=True) as whole:
         narrow_everything(lazy, max_broad_parts=3)
         for conn in (lazy, whole):
@@ -321,20 +322,20 @@ def test_too_many_broad_parts_read_the_smallest_broad_tag_whole(
         assert not explained["lookups"]["tags_by_terms"]["candidates_exact"]
 
 
+@pytest.mark.corpus(lanes_and_agents, read_only=True)
 @pytest.mark.parametrize("value", ["-1", "ten", "1.5", "2147483648"])
-def test_the_bound_is_checked(corpus: psycopg.Connection, agents: dict[str, psycopg.Connection], value: str) -> None:
-    corpus.execute("select set_config('emem.exact_totals_up_to', %s, false)", (value,))
+def test_the_bound_is_checked(db: psycopg.Connection, agents: dict[str, psycopg.Connection], value: str) -> None:
+    db.execute("select set_config('emem.exact_totals_up_to', %s, false)", (value,))
     with pytest.raises(errors.InvalidParameterValue, match=r"emem\.exact_totals_up_to .* accepted: an integer from 0"):
-        envelope(corpus, QUESTIONS["tag"], None)
+        envelope(db, QUESTIONS["tag"], None)
     with pytest.raises(errors.InvalidParameterValue, match="accepted: an integer from 0"):
-        corpus.execute("select emem.set_agent_setting('reader_page_filter', 'emem.exact_totals_up_to', %s)", (value,))
+        db.execute("select emem.set_agent_setting('reader_page_filter', 'emem.exact_totals_up_to', %s)", (value,))
 
 
-def test_an_agent_cannot_choose_its_own_bound(
-    corpus: psycopg.Connection, agents: dict[str, psycopg.Connection]
-) -> None:
+@WITH_AGENTS
+def test_an_agent_cannot_choose_its_own_bound(db: psycopg.Connection, agents: dict[str, psycopg.Connection]) -> None:
     """Exact totals on demand would let an agent pay for counting every lane: the owner decides."""
-    set_bound(corpus, 50)
+    set_bound(db, 50)
     agent = agents["page_filter"]
     agent.execute("set emem.exact_totals_up_to = 0")
     found = envelope(agent, QUESTIONS["tag"], None)
