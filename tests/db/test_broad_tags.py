@@ -1,11 +1,13 @@
 """A broad tag or term (more candidates than are fetched whole) gives the same answers as an exact
 reading: its list is read from the HNSW index as far as the merge reaches, its size counted."""
 
-import json
 import random
 
 import psycopg
 import pytest
+from databases import MakeRole
+from finds import envelope
+from records import put
 from vectors import unit
 
 from emem_db.tuning import DEFAULT_TUNING
@@ -14,8 +16,9 @@ QUESTION_VECTOR = [1.0, 0.0, 0.0, 0.0]
 BROAD = DEFAULT_TUNING.exact_candidates + 400
 
 
-@pytest.fixture
-def broad(db: psycopg.Connection) -> psycopg.Connection:
+def broad(db: psycopg.Connection, make_role: MakeRole) -> None:
+    """A tag on more records than are fetched whole, a rare tag on some of them and on a few
+    others, and a term (Q3) on most; a tenth of the records without a vector."""
     rng = random.Random(7)
     db.execute("select emem.create_lane('l')")
     db.execute("select emem.create_embedding_space('m', 4, null, true)")
@@ -40,15 +43,11 @@ def broad(db: psycopg.Connection) -> psycopg.Connection:
         for i in range(30)
     ]
     for start in range(0, len(items), 1000):
-        db.execute("select count(*) from emem.put_records(%s)", (json.dumps(items[start : start + 1000]),))
-    return db
+        put(db, items[start : start + 1000])
 
 
-def envelope(db: psycopg.Connection, question: str, vector: list[float] | None, page: int, size: int) -> dict:
-    return db.execute(
-        "select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)",
-        (question, None if vector is None else str(vector), page, size),
-    ).fetchone()[0]
+pytestmark = pytest.mark.corpus(broad, read_only=True)
+WRITES = pytest.mark.corpus(broad, read_only=False)
 
 
 def exact_tag_order(db: psycopg.Connection, tags: list[str]) -> list[int]:
@@ -61,18 +60,18 @@ def exact_tag_order(db: psycopg.Connection, tags: list[str]) -> list[int]:
     return [r[0] for r in rows]
 
 
-def test_broad_tag_list_is_in_distance_order_then_records_without_vector(broad: psycopg.Connection) -> None:
-    broad.execute("set emem.pipeline_profile = 'tags'")
-    first = envelope(broad, "broad", QUESTION_VECTOR, 1, 50)
+def test_broad_tag_list_is_in_distance_order_then_records_without_vector(db: psycopg.Connection) -> None:
+    db.execute("set emem.pipeline_profile = 'tags'")
+    first = envelope(db, "broad", QUESTION_VECTOR, 1, 50)
     assert first["total_candidates"] == BROAD
-    assert [r["record_id"] for r in first["rows"]] == exact_tag_order(broad, ["broad"])[:50]
-    whole = [r["record_id"] for p in range(1, 4) for r in envelope(broad, "broad", QUESTION_VECTOR, p, 1000)["rows"]]
-    assert whole == exact_tag_order(broad, ["broad"])
+    assert [r["record_id"] for r in first["rows"]] == exact_tag_order(db, ["broad"])[:50]
+    whole = [r["record_id"] for p in range(1, 4) for r in envelope(db, "broad", QUESTION_VECTOR, p, 1000)["rows"]]
+    assert whole == exact_tag_order(db, ["broad"])
 
 
-def test_broad_and_rare_tags_together_count_each_record_once(broad: psycopg.Connection) -> None:
-    result = envelope(broad, "broad rare INV-7", QUESTION_VECTOR, 1, 30)
-    expected = broad.execute(
+def test_broad_and_rare_tags_together_count_each_record_once(db: psycopg.Connection) -> None:
+    result = envelope(db, "broad rare INV-7", QUESTION_VECTOR, 1, 30)
+    expected = db.execute(
         """select count(*) from (select record_id from emem.record_tags where tag in ('broad', 'rare')
            union select record_id from emem.records where content like '%%INV-7%%'
            union (select record_id from emem.record_vectors
@@ -81,34 +80,33 @@ def test_broad_and_rare_tags_together_count_each_record_once(broad: psycopg.Conn
     ).fetchone()[0]
     assert result["total_candidates"] == expected
     for row in result["rows"]:
-        assert ("tags" in row["found_by"]) == (row["record_id"] in set(exact_tag_order(broad, ["broad", "rare"])))
+        assert ("tags" in row["found_by"]) == (row["record_id"] in set(exact_tag_order(db, ["broad", "rare"])))
 
 
-def test_page_one_of_a_broad_tag_holds_its_nearest_records(broad: psycopg.Connection) -> None:
-    rows = envelope(broad, "broad", QUESTION_VECTOR, 1, 30)["rows"]
-    nearest = exact_tag_order(broad, ["broad"])
+def test_page_one_of_a_broad_tag_holds_its_nearest_records(db: psycopg.Connection) -> None:
+    rows = envelope(db, "broad", QUESTION_VECTOR, 1, 30)["rows"]
+    nearest = exact_tag_order(db, ["broad"])
     placed_by_tags = [r["record_id"] for r in rows if r["placed_by"] == "tags"]
     assert placed_by_tags and set(placed_by_tags) <= set(nearest[:60])
 
 
-def test_degraded_broad_tag_lists_its_records_by_id(broad: psycopg.Connection) -> None:
-    rows = envelope(broad, "broad", None, 2, 40)["rows"]
-    ids = [r[0] for r in broad.execute("select record_id from emem.record_tags where tag = 'broad' order by 1")]
+def test_degraded_broad_tag_lists_its_records_by_id(db: psycopg.Connection) -> None:
+    rows = envelope(db, "broad", None, 2, 40)["rows"]
+    ids = [r[0] for r in db.execute("select record_id from emem.record_tags where tag = 'broad' order by 1")]
     assert [r["record_id"] for r in rows] == ids[40:80]
-    degraded_two = envelope(broad, "broad rare", None, 1, 30)
+    degraded_two = envelope(db, "broad rare", None, 1, 30)
     assert degraded_two["total_candidates"] == BROAD + 30
     assert all("rare" in r["tags"] and "broad" in r["tags"] for r in degraded_two["rows"][: BROAD // 100])
 
 
-def test_tag_counts_follow_writes(broad: psycopg.Connection) -> None:
-    broad.execute("set emem.pipeline_profile = 'tags'")
-    some = broad.execute("select record_id from emem.record_tags where tag = 'broad' limit 5").fetchall()
+@WRITES
+def test_tag_counts_follow_writes(db: psycopg.Connection) -> None:
+    db.execute("set emem.pipeline_profile = 'tags'")
+    some = db.execute("select record_id from emem.record_tags where tag = 'broad' limit 5").fetchall()
     for (record_id,) in some:
-        broad.execute("select emem.untag_record(%s, array['broad'])", (record_id,))
-    broad.execute(
-        "select emem.delete_records(array[(select min(record_id) from emem.record_tags where tag = 'broad')])"
-    )
-    assert envelope(broad, "broad", QUESTION_VECTOR, 1, 30)["total_candidates"] == BROAD - 6
+        db.execute("select emem.untag_record(%s, array['broad'])", (record_id,))
+    db.execute("select emem.delete_records(array[(select min(record_id) from emem.record_tags where tag = 'broad')])")
+    assert envelope(db, "broad", QUESTION_VECTOR, 1, 30)["total_candidates"] == BROAD - 6
 
 
 def exact_term_order(db: psycopg.Connection) -> list[int]:
@@ -121,20 +119,20 @@ def exact_term_order(db: psycopg.Connection) -> list[int]:
     return [r[0] for r in rows]
 
 
-def test_broad_term_list_is_in_distance_order_then_records_without_vector(broad: psycopg.Connection) -> None:
-    broad.execute("set emem.pipeline_profile = 'fulltext'")
-    expected = exact_term_order(broad)
+def test_broad_term_list_is_in_distance_order_then_records_without_vector(db: psycopg.Connection) -> None:
+    db.execute("set emem.pipeline_profile = 'fulltext'")
+    expected = exact_term_order(db)
     assert len(expected) > DEFAULT_TUNING.exact_candidates
-    first = envelope(broad, "Q3", QUESTION_VECTOR, 1, 50)
+    first = envelope(db, "Q3", QUESTION_VECTOR, 1, 50)
     assert first["total_candidates"] == len(expected)
     assert [r["record_id"] for r in first["rows"]] == expected[:50]
-    whole = [r["record_id"] for p in range(1, 4) for r in envelope(broad, "Q3", QUESTION_VECTOR, p, 1000)["rows"]]
+    whole = [r["record_id"] for p in range(1, 4) for r in envelope(db, "Q3", QUESTION_VECTOR, p, 1000)["rows"]]
     assert whole == expected
 
 
-def test_broad_tag_and_broad_term_together_count_each_record_once(broad: psycopg.Connection) -> None:
-    result = envelope(broad, "broad rare Q3 INV-7", QUESTION_VECTOR, 1, 30)
-    expected = broad.execute(
+def test_broad_tag_and_broad_term_together_count_each_record_once(db: psycopg.Connection) -> None:
+    result = envelope(db, "broad rare Q3 INV-7", QUESTION_VECTOR, 1, 30)
+    expected = db.execute(
         """select count(*) from (select record_id from emem.record_tags where tag in ('broad', 'rare')
            union select record_id from emem.records
                  where content_search @@ (phraseto_tsquery('emem.exact', 'Q3')
@@ -144,26 +142,21 @@ def test_broad_tag_and_broad_term_together_count_each_record_once(broad: psycopg
         (str(QUESTION_VECTOR),),
     ).fetchone()[0]
     assert result["total_candidates"] == expected
-    terms = set(exact_term_order(broad))
+    terms = set(exact_term_order(db))
     for row in result["rows"]:
         assert ("fulltext" in row["found_by"]) == (row["record_id"] in terms or "INV-7" in row["content"])
 
 
-def test_edge_endpoints_count_once_beside_broad_lists(broad: psycopg.Connection) -> None:
+@WRITES
+def test_edge_endpoints_count_once_beside_broad_lists(db: psycopg.Connection) -> None:
     """Records reached only by an edge whose label the question names join the union of several
     broad lists once, as do the endpoints of such an edge that the lists hold already."""
-    plain = [
-        r[0]
-        for r in broad.execute(
-            "select record_id from emem.put_records(%s)",
-            (json.dumps([{"kind": "note", "content": f"plain {i}", "lane": "l"} for i in range(6)]),),
-        )
-    ]
-    tagged = broad.execute("select min(record_id) from emem.record_tags where tag = 'rare'").fetchone()[0]
+    plain = put(db, [{"content": f"plain {i}"} for i in range(6)], lane="l")
+    tagged = db.execute("select min(record_id) from emem.record_tags where tag = 'rare'").fetchone()[0]
     for start, end in [(plain[0], plain[1]), (plain[2], plain[3]), (plain[4], tagged), (plain[4], plain[5])]:
-        broad.execute("""select emem.link_records(%s, %s, 'paid', '{"for": "rare"}')""", (start, end))
-    result = envelope(broad, "broad rare Q3 INV-7", QUESTION_VECTOR, 1, 30)
-    expected = broad.execute(
+        db.execute("""select emem.link_records(%s, %s, 'paid', '{"for": "rare"}')""", (start, end))
+    result = envelope(db, "broad rare Q3 INV-7", QUESTION_VECTOR, 1, 30)
+    expected = db.execute(
         """select count(*) from (select record_id from emem.record_tags where tag in ('broad', 'rare')
            union select record_id from emem.records
                  where content_search @@ (phraseto_tsquery('emem.exact', 'Q3')
@@ -173,7 +166,7 @@ def test_edge_endpoints_count_once_beside_broad_lists(broad: psycopg.Connection)
                   order by embedding <=> %s::vector limit 100)) as u""",
         (str(QUESTION_VECTOR),),
     ).fetchone()[0]
-    without_plain = broad.execute(
+    without_plain = db.execute(
         "select count(distinct record_id) from emem.record_tags where tag in ('broad', 'rare')"
     ).fetchone()[0]
     assert result["total_candidates"] == expected and expected >= without_plain + len(plain)
