@@ -6,7 +6,10 @@ import json
 
 import psycopg
 import pytest
+from databases import MakeRole
+from finds import envelope, record_ids
 from psycopg import sql
+from records import put
 from releases import emulate_modules_of, require_legacy_modules, scratch_database
 
 TAGS = [
@@ -27,14 +30,13 @@ TAGS = [
 ]
 
 
-@pytest.fixture
-def tagged(db: psycopg.Connection) -> dict[str, int]:
+def labels(db: psycopg.Connection, make_role: MakeRole) -> dict[str, int]:
     """One record per tag (its content says nothing of the tag), and an edge whose relation and
     property are compound words."""
     db.execute("select emem.create_lane('l')")
-    items = [{"kind": "note", "lane": "l", "content": f"record {n}", "tags": [tag]} for n, tag in enumerate(TAGS)]
-    items += [{"kind": "entity", "lane": "l", "content": name} for name in ("Ola", "Apollo")]
-    ids = [r[0] for r in db.execute("select record_id from emem.put_records(%s)", (json.dumps(items),))]
+    items = [{"content": f"record {n}", "tags": [tag]} for n, tag in enumerate(TAGS)]
+    items += [{"kind": "entity", "content": name} for name in ("Ola", "Apollo")]
+    ids = put(db, items, lane="l")
     by_label = dict(zip([*TAGS, "person", "project"], ids, strict=True))
     db.execute(
         "select emem.link_records(%s, %s, 'release_captain', %s)",
@@ -43,12 +45,21 @@ def tagged(db: psycopg.Connection) -> dict[str, int]:
     return by_label
 
 
+@pytest.fixture
+def tagged(built: dict[str, int]) -> dict[str, int]:
+    """The record of each tag, and the edge's ends (person, project)."""
+    return built
+
+
+LABELS = pytest.mark.corpus(labels, read_only=True)
+
+
 def found(db: psycopg.Connection, question: str, profile: str = "tags") -> set[int]:
     db.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
-    envelope = db.execute("select emem.e_gather_find_envelope(%s, null, 1, 100)", (question,)).fetchone()[0]
-    return {row["record_id"] for row in envelope["rows"]}
+    return set(record_ids(envelope(db, question, None, 1, 100)))
 
 
+@LABELS
 @pytest.mark.parametrize(
     ("question", "tags"),
     [
@@ -72,6 +83,7 @@ def test_tags_match_as_people_write_them(tagged: dict[str, int], db, question: s
     assert found(db, question, profile) == {tagged[tag] for tag in tags}
 
 
+@LABELS
 @pytest.mark.parametrize("profile", ["tags", "tags_by_terms"])
 def test_the_seeds_tags_lookup_asks_for_a_namespace_the_opt_in_one_does_not(
     tagged: dict[str, int], db, profile
@@ -92,16 +104,19 @@ def test_the_seeds_tags_lookup_asks_for_a_namespace_the_opt_in_one_does_not(
     assert namespaces == {"customer:north-wind": ["customer"], "sensor-offline": []}
 
 
+@LABELS
 @pytest.mark.parametrize("question", ["What about INV-2032?", "Anything from 2031?", "INV-2032, dated 2031"])
 def test_codes_still_match_whole(tagged: dict[str, int], db, question: str) -> None:
     assert tagged["inv-2031"] not in found(db, question)
 
 
+@LABELS
 def test_a_tag_of_stop_words_is_stored_with_its_words(tagged: dict[str, int], db) -> None:
     terms = dict(db.execute("select tag, tag_terms from emem.tag_vocabulary where tag in ('won', 'to do')").fetchall())
     assert terms == {"won": ["won"], "to do": ["do", "to"]}
 
 
+@LABELS
 @pytest.mark.parametrize("question", ["Who is the release captain?", "since W12 2024", "the red pine team"])
 def test_edge_labels_match_as_people_write_them(tagged: dict[str, int], db, question: str) -> None:
     ends = {tagged["person"], tagged["project"]}
