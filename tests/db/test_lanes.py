@@ -6,7 +6,9 @@ from collections.abc import Callable
 
 import psycopg
 import pytest
+from databases import MakeRole
 from psycopg import errors
+from records import put
 
 TABLES = (
     "records",
@@ -20,8 +22,7 @@ TABLES = (
 )
 
 
-@pytest.fixture
-def two_lanes(db: psycopg.Connection, make_role: Callable[..., str]) -> dict[str, str]:
+def lanes(db: psycopg.Connection, make_role: MakeRole) -> dict[str, str]:
     """Records, tags, vectors, an edge and a window in lanes sales and hr; roles for each."""
     for lane in ("sales", "hr"):
         db.execute("select emem.create_lane(%s)", (lane,))
@@ -48,14 +49,22 @@ def two_lanes(db: psycopg.Connection, make_role: Callable[..., str]) -> dict[str
             }
             for i in range(2)
         ]
-        rows = db.execute("select record_id from emem.put_records(%s)", (json.dumps(items),)).fetchall()
-        ids[lane] = [r[0] for r in rows]
+        ids[lane] = put(db, items)
         db.execute("select emem.put_window(%s, '[0,1,1]')", (ids[lane][1:],))
         db.execute(
             "select emem.link_records(%s, %s, 'about', '{\"topic\": \"billing\"}')", (ids[lane][0], ids[lane][1])
         )
     db.execute("select emem.link_records(%s, %s, 'crosses', '{}')", (ids["sales"][0], ids["hr"][0]))
     return {"sales": make_role("sales", "sales_agent"), "hr": make_role("hr", "hr_agent"), "none": make_role("none")}
+
+
+pytestmark = pytest.mark.corpus(lanes, read_only=True)
+
+
+@pytest.fixture
+def two_lanes(built: dict[str, str]) -> dict[str, str]:
+    """The roles of the lanes sales and hr, and one bound to no profile (none)."""
+    return built
 
 
 def connect_as(dsn: Callable[..., str], role: str) -> psycopg.Connection:
@@ -122,6 +131,7 @@ def test_timeline_and_find_stay_inside_the_lanes(two_lanes: dict[str, str], dsn)
         assert found == {"hr"}
 
 
+@pytest.mark.corpus(lanes, read_only=False)
 def test_agent_cannot_write_into_another_lane(two_lanes: dict[str, str], dsn) -> None:
     with connect_as(dsn, two_lanes["sales"]) as conn:
         conn.execute("select emem.put_record('note', 'mine', 'sales')")
