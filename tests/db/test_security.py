@@ -24,7 +24,10 @@ import figures
 import psycopg
 import pytest
 from checkout import ROOT
+from databases import MakeRole
+from finds import envelope
 from psycopg import errors, sql
+from records import put
 
 pytest_plugins = ["figures"]
 
@@ -99,8 +102,9 @@ def near(direction: tuple[float, ...], i: int) -> list[float]:
     return [d + 0.01 * (i + 1) * (k + 1) for k, d in enumerate(direction)]
 
 
-@pytest.fixture
-def vault(db: psycopg.Connection, make_role: Callable[..., str]) -> Vault:
+def three_lanes(db: psycopg.Connection, make_role: MakeRole) -> Vault:
+    """Every lane's records of every kind, with secrets in every field, windows and edges (one across
+    lanes no agent reads both of); roles for the two profiles and one bound to none."""
     tag = uuid.uuid4().hex[:6]
     vault = Vault(roles={}, secrets={lane: f"{lane}{tag}x" for lane in LANES}, cross_secret=f"crossvault{tag}x")
     for lane in LANES:
@@ -156,7 +160,7 @@ def vault(db: psycopg.Connection, make_role: Callable[..., str]) -> Vault:
             }
             for i in range(2)
         ]
-        ids = [r[0] for r in db.execute("select record_id from emem.put_records(%s)", (json.dumps(items),))]
+        ids = put(db, items)
         vault.ids[lane] = ids
         db.execute("select emem.put_window(%s, %s::vector)", (ids[2:5], str(near(direction, 9))))
         db.execute("select emem.put_window(%s, %s::vector)", (ids[5:7], str(near(direction, 10))))
@@ -179,6 +183,16 @@ def vault(db: psycopg.Connection, make_role: Callable[..., str]) -> Vault:
         "none": make_role("none"),
     }
     return vault
+
+
+# Most tests only read the vault; those that write or analyse get a clone.
+pytestmark = pytest.mark.corpus(three_lanes, read_only=True)
+WRITES = pytest.mark.corpus(three_lanes, read_only=False)
+
+
+@pytest.fixture
+def vault(built: Vault) -> Vault:
+    return built
 
 
 @pytest.fixture
@@ -231,12 +245,6 @@ def rows_for(db: psycopg.Connection, question: str, rows: list[dict], who: str) 
             row = {**row, "found_by": [name for name in row["found_by"] if name not in TAG_LOOKUPS]}
         kept.append(row)
     return kept
-
-
-def envelope(conn: psycopg.Connection, question: str, vector: str | None, page: int = 1, page_size: int = 30) -> dict:
-    return conn.execute(
-        "select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)", (question, vector, page, page_size)
-    ).fetchone()[0]
 
 
 def find_rows(conn: psycopg.Connection, question: str, vector: str | None, page: int, page_size: int) -> list[dict]:
@@ -425,6 +433,7 @@ def test_direct_select_on_every_relation_stays_inside_the_lanes(
                 assert {r["record_id"] for r in rows} == vault.readable_ids(who)
 
 
+@WRITES
 def test_sequences_and_statistics_tell_nothing_of_other_lanes(
     vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection
 ) -> None:
@@ -562,6 +571,7 @@ def test_agents_write_tables_only_through_the_api(
     assert snapshot(db) == before
 
 
+@WRITES
 def test_a_role_writes_into_its_own_lanes_with_tags_vectors_edges_and_windows(
     vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection
 ) -> None:
@@ -605,6 +615,7 @@ def test_a_role_writes_into_its_own_lanes_with_tags_vectors_edges_and_windows(
     assert outcomes == dict.fromkeys(writes, "ok")
 
 
+@WRITES
 def test_keys_used_in_another_lane_are_invisible_to_a_writer(
     vault: Vault, sessions: dict[str, psycopg.Connection]
 ) -> None:
