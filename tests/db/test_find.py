@@ -3,9 +3,13 @@
 import json
 import math
 from collections.abc import Callable
+from typing import Any
 
 import psycopg
 import pytest
+import records
+from databases import MakeRole
+from finds import envelope
 from psycopg import errors
 from vectors import unit
 
@@ -13,33 +17,29 @@ QUESTION_VECTOR = "[1,0,0,0]"
 LETTER = {"record_vectors": "V", "tags": "T", "window_vectors": "W", "fulltext": "F"}
 
 
-def put(db: psycopg.Connection, items: list[dict]) -> list[int]:
-    for item in items:
-        item.setdefault("kind", "note")
-        item.setdefault("lane", "sales")
-    return [r[0] for r in db.execute("select record_id from emem.put_records(%s)", (json.dumps(items),))]
+def lanes(db: psycopg.Connection, make_role: MakeRole) -> None:
+    """Lanes sales and hr, and a space of 4 dimensions."""
+    db.execute("select emem.create_lane('sales'), emem.create_lane('hr')")
+    db.execute("select emem.create_embedding_space('hand-made', 4, null, true)")
+
+
+# Each test writes its records into a clone of the lanes, but for those reading the four lists.
+pytestmark = pytest.mark.corpus(lanes, read_only=False)
 
 
 @pytest.fixture
 def corpus(db: psycopg.Connection) -> psycopg.Connection:
-    db.execute("select emem.create_lane('sales'), emem.create_lane('hr')")
-    db.execute("select emem.create_embedding_space('hand-made', 4, null, true)")
     return db
 
 
-def find(
-    db: psycopg.Connection, question: str, vector: str | None = QUESTION_VECTOR, page: int = 1, page_size: int = 30
-) -> dict:
-    return db.execute(
-        "select emem.e_gather_find_envelope(%s, %s, %s, %s)", (question, vector, page, page_size)
-    ).fetchone()[0]
+def put(db: psycopg.Connection, items: list[dict[str, Any]]) -> list[int]:
+    return records.put(db, items, lane="sales")
 
 
-@pytest.fixture
-def four_disjoint_lists(corpus: psycopg.Connection) -> dict[str, list[int]]:
-    """20 records for each lookup, each found by exactly one lookup of 'apollo INV-2031'."""
-    db = corpus
-    db.execute("set emem.record_vector_candidates = 20")
+def disjoint_lists(db: psycopg.Connection, make_role: MakeRole) -> dict[str, list[int]]:
+    """20 records for each lookup, each found by exactly one lookup of 'apollo INV-2031' (with the
+    nearest 20 record vectors)."""
+    lanes(db, make_role)
     lists = {
         "record_vectors": put(
             db, [{"content": f"vector record {i}", "vector": unit(1, 0.01 * i, 0, 0)} for i in range(20)]
@@ -59,38 +59,49 @@ def four_disjoint_lists(corpus: psycopg.Connection) -> dict[str, list[int]]:
     return lists
 
 
-def placed_letters(envelope: dict) -> str:
-    return "".join(LETTER[row["placed_by"]] for row in envelope["rows"])
+FOUR_LISTS = pytest.mark.corpus(disjoint_lists, read_only=True)
 
 
-def test_four_lookups_interleave_40_35_20_5(four_disjoint_lists: dict[str, list[int]], corpus) -> None:
-    envelope = find(corpus, "apollo INV-2031", page_size=11)
-    assert placed_letters(envelope) == "VTWVTVTWVTF"
-    for row in envelope["rows"]:
+@pytest.fixture
+def four_disjoint_lists(db: psycopg.Connection, built: dict[str, list[int]]) -> dict[str, list[int]]:
+    db.execute("set emem.record_vector_candidates = 20")
+    return built
+
+
+def placed_letters(found: dict) -> str:
+    return "".join(LETTER[row["placed_by"]] for row in found["rows"])
+
+
+@FOUR_LISTS
+def test_four_lookups_interleave_40_35_20_5(four_disjoint_lists: dict[str, list[int]], db) -> None:
+    found = envelope(db, "apollo INV-2031", QUESTION_VECTOR, page_size=11)
+    assert placed_letters(found) == "VTWVTVTWVTF"
+    for row in found["rows"]:
         assert row["record_id"] in four_disjoint_lists[row["placed_by"]]
         assert row["found_by"] == [row["placed_by"]]
 
 
-def test_every_candidate_is_kept_and_pages_are_cut_from_the_merged_list(four_disjoint_lists, corpus) -> None:
-    whole = find(corpus, "apollo INV-2031", page_size=1000)
+@FOUR_LISTS
+def test_every_candidate_is_kept_and_pages_are_cut_from_the_merged_list(four_disjoint_lists, db) -> None:
+    whole = envelope(db, "apollo INV-2031", QUESTION_VECTOR, page_size=1000)
     assert whole["total_candidates"] == 80
     every_candidate = [record_id for ids in four_disjoint_lists.values() for record_id in ids]
     assert sorted(r["record_id"] for r in whole["rows"]) == sorted(every_candidate)
-    pages = [find(corpus, "apollo INV-2031", page=p, page_size=7) for p in range(1, 13)]
+    pages = [envelope(db, "apollo INV-2031", QUESTION_VECTOR, page=p, page_size=7) for p in range(1, 13)]
     assert pages[0]["total_pages"] == math.ceil(80 / 7)
     assert [r["record_id"] for page in pages for r in page["rows"]] == [r["record_id"] for r in whole["rows"]]
     assert [r["rank"] for r in whole["rows"]] == list(range(1, 81))
 
 
-def test_page_holds_30_records_unless_page_size_says_otherwise(four_disjoint_lists, corpus) -> None:
-    envelope = corpus.execute(
-        "select emem.e_gather_find_envelope('apollo INV-2031', %s)", (QUESTION_VECTOR,)
-    ).fetchone()[0]
-    assert (envelope["page_size"], len(envelope["rows"]), envelope["total_pages"]) == (30, 30, 3)
+@FOUR_LISTS
+def test_page_holds_30_records_unless_page_size_says_otherwise(four_disjoint_lists, db) -> None:
+    found = db.execute("select emem.e_gather_find_envelope('apollo INV-2031', %s)", (QUESTION_VECTOR,)).fetchone()[0]
+    assert (found["page_size"], len(found["rows"]), found["total_pages"]) == (30, 30, 3)
 
 
-def test_each_list_is_sorted_by_distance(four_disjoint_lists, corpus) -> None:
-    rows = find(corpus, "apollo INV-2031", page_size=1000)["rows"]
+@FOUR_LISTS
+def test_each_list_is_sorted_by_distance(four_disjoint_lists, db) -> None:
+    rows = envelope(db, "apollo INV-2031", QUESTION_VECTOR, page_size=1000)["rows"]
     for name in ("record_vectors", "window_vectors"):
         distances = [r["distance"] for r in rows if r["placed_by"] == name]
         assert distances == sorted(distances) and len(distances) == 20
@@ -98,8 +109,9 @@ def test_each_list_is_sorted_by_distance(four_disjoint_lists, corpus) -> None:
     assert vector_ids == four_disjoint_lists["record_vectors"]
 
 
-def test_exhausted_list_leaves_the_others_going(four_disjoint_lists, corpus) -> None:
-    rows = find(corpus, "apollo INV-2031", page_size=1000)["rows"]
+@FOUR_LISTS
+def test_exhausted_list_leaves_the_others_going(four_disjoint_lists, db) -> None:
+    rows = envelope(db, "apollo INV-2031", QUESTION_VECTOR, page_size=1000)["rows"]
     last_vector_rank = max(r["rank"] for r in rows if r["placed_by"] == "record_vectors")
     tail = [r["placed_by"] for r in rows if r["rank"] > last_vector_rank]
     assert "record_vectors" not in tail and tail
@@ -108,10 +120,10 @@ def test_exhausted_list_leaves_the_others_going(four_disjoint_lists, corpus) -> 
 
 def test_record_found_twice_is_placed_once(corpus: psycopg.Connection) -> None:
     [both] = put(corpus, [{"content": "Kowalski about apollo", "tags": ["apollo"], "vector": unit(1, 0, 0, 0)}])
-    envelope = find(corpus, "apollo Kowalski")
-    assert [(r["record_id"], r["placed_by"]) for r in envelope["rows"]] == [(both, "record_vectors")]
-    assert envelope["rows"][0]["found_by"] == ["record_vectors", "tags", "fulltext"]
-    assert envelope["total_candidates"] == 1
+    found = envelope(corpus, "apollo Kowalski", QUESTION_VECTOR)
+    assert [(r["record_id"], r["placed_by"]) for r in found["rows"]] == [(both, "record_vectors")]
+    assert found["rows"][0]["found_by"] == ["record_vectors", "tags", "fulltext"]
+    assert found["total_candidates"] == 1
 
 
 def test_code_found_only_by_full_text_is_on_page_one_despite_200_closer_records(corpus) -> None:
@@ -123,7 +135,7 @@ def test_code_found_only_by_full_text_is_on_page_one_despite_200_closer_records(
         ],
     )
     [target] = put(corpus, [{"content": "Payment received for INV-2031.", "vector": unit(0, 1, 0, 0)}])
-    rows = find(corpus, "status of INV-2031")["rows"]
+    rows = envelope(corpus, "status of INV-2031", QUESTION_VECTOR)["rows"]
     assert target in [r["record_id"] for r in rows]
     assert next(r for r in rows if r["record_id"] == target)["placed_by"] == "fulltext"
 
@@ -138,7 +150,7 @@ def test_code_is_searched_whole_never_its_pieces(corpus: psycopg.Connection) -> 
             {"content": "INV-20315 is other"},
         ],
     )
-    rows = find(corpus, "INV-2031", None)["rows"]
+    rows = envelope(corpus, "INV-2031")["rows"]
     assert [r["record_id"] for r in rows] == [whole]
 
 
@@ -146,20 +158,20 @@ def test_code_is_searched_whole_never_its_pieces(corpus: psycopg.Connection) -> 
 def test_names_and_figures_are_found_as_typed(corpus: psycopg.Connection, term: str) -> None:
     [target] = put(corpus, [{"content": f"the value is {term} here"}])
     put(corpus, [{"content": "the value is something else here"}])
-    assert [r["record_id"] for r in find(corpus, f"what about {term}", None)["rows"]] == [target]
+    assert [r["record_id"] for r in envelope(corpus, f"what about {term}")["rows"]] == [target]
 
 
 def test_figure_counts_as_a_full_text_term(corpus: psycopg.Connection) -> None:
     [target] = put(corpus, [{"content": "we shipped 41 boxes"}])
-    row = find(corpus, "41", None)["rows"][0]
+    row = envelope(corpus, "41")["rows"][0]
     assert (row["record_id"], row["found_by"]) == (target, ["fulltext"])
 
 
 def test_plural_question_matches_singular_tag_and_multi_word_tag_needs_all_words(corpus) -> None:
     invoice, apollo = put(corpus, [{"content": "a", "tags": ["invoice"]}, {"content": "b", "tags": ["Project Apollo"]}])
-    assert [r["record_id"] for r in find(corpus, "all invoices", None)["rows"]] == [invoice]
-    assert find(corpus, "apollo", None)["rows"] == []
-    assert [r["record_id"] for r in find(corpus, "apollo project", None)["rows"]] == [apollo]
+    assert [r["record_id"] for r in envelope(corpus, "all invoices")["rows"]] == [invoice]
+    assert envelope(corpus, "apollo")["rows"] == []
+    assert [r["record_id"] for r in envelope(corpus, "apollo project")["rows"]] == [apollo]
 
 
 def test_matching_edge_brings_both_endpoint_records(corpus: psycopg.Connection) -> None:
@@ -169,7 +181,7 @@ def test_matching_edge_brings_both_endpoint_records(corpus: psycopg.Connection) 
         (kowalski, migration, json.dumps({"invoice": "INV-77", "amount": "1200 EUR"})),
     )
     for question in ("who was billed?", "inv-77", "1200 EUR"):
-        rows = find(corpus, question, None)["rows"]
+        rows = envelope(corpus, question)["rows"]
         assert sorted(r["record_id"] for r in rows) == [kowalski, migration], question
         assert all("tags" in r["found_by"] for r in rows)
     assert other
@@ -180,7 +192,7 @@ def test_tag_candidates_get_cosine_distance_or_the_worst_without_vector(corpus: 
         corpus, [{"content": "a", "tags": ["apollo"], "vector": unit(0, 1, 0, 0)}, {"content": "b", "tags": ["apollo"]}]
     )
     corpus.execute("set emem.pipeline_profile = 'tags'")
-    rows = {r["record_id"]: r for r in find(corpus, "apollo")["rows"]}
+    rows = {r["record_id"]: r for r in envelope(corpus, "apollo", QUESTION_VECTOR)["rows"]}
     assert rows[with_vector]["distance"] == pytest.approx(1.0)
     assert rows[with_vector]["distance_kind"] == "cosine"
     assert (rows[without]["distance"], rows[without]["distance_kind"]) == (2.0, "placeholder")
@@ -193,7 +205,7 @@ def test_window_adds_every_record_it_was_made_from_with_its_best_distance(corpus
     )
     near = corpus.execute("select emem.put_window(%s, %s::vector)", (turns[0:2], str(unit(1, 0.1, 0, 0)))).fetchone()[0]
     far = corpus.execute("select emem.put_window(%s, %s::vector)", (turns[1:4], str(unit(1, 1, 0, 0)))).fetchone()[0]
-    rows = {r["record_id"]: r for r in find(corpus, "anything at all")["rows"]}
+    rows = {r["record_id"]: r for r in envelope(corpus, "anything at all", QUESTION_VECTOR)["rows"]}
     assert set(rows) == set(turns)
     assert rows[turns[1]]["windows"] == [near, far]
     assert rows[turns[1]]["distance"] == pytest.approx(rows[turns[0]]["distance"])
@@ -201,12 +213,13 @@ def test_window_adds_every_record_it_was_made_from_with_its_best_distance(corpus
     assert rows[turns[3]]["distance"] > rows[turns[1]]["distance"]
 
 
-def test_degraded_mode_answers_from_tags_edges_and_full_text_with_placeholders(four_disjoint_lists, corpus) -> None:
-    envelope = find(corpus, "apollo INV-2031", None, page_size=1000)
-    assert (envelope["degraded"], envelope["degraded_reason"]) == (True, "no_vector")
-    assert {r["placed_by"] for r in envelope["rows"]} == {"tags", "fulltext"}
-    assert envelope["total_candidates"] == 40
-    assert {(r["distance"], r["distance_kind"]) for r in envelope["rows"]} == {(2.0, "placeholder")}
+@FOUR_LISTS
+def test_degraded_mode_answers_from_tags_edges_and_full_text_with_placeholders(four_disjoint_lists, db) -> None:
+    found = envelope(db, "apollo INV-2031", page_size=1000)
+    assert (found["degraded"], found["degraded_reason"]) == (True, "no_vector")
+    assert {r["placed_by"] for r in found["rows"]} == {"tags", "fulltext"}
+    assert found["total_candidates"] == 40
+    assert {(r["distance"], r["distance_kind"]) for r in found["rows"]} == {(2.0, "placeholder")}
 
 
 def test_degraded_order_is_lexical_most_matched_terms_first(corpus: psycopg.Connection) -> None:
@@ -219,7 +232,7 @@ def test_degraded_order_is_lexical_most_matched_terms_first(corpus: psycopg.Conn
         ],
     )
     corpus.execute("set emem.pipeline_profile = 'tags'")
-    assert [r["record_id"] for r in find(corpus, "apollo invoice", None)["rows"]] == [two, one, also_one]
+    assert [r["record_id"] for r in envelope(corpus, "apollo invoice")["rows"]] == [two, one, also_one]
 
 
 def test_authority_and_dates_never_affect_the_order(corpus: psycopg.Connection) -> None:
@@ -233,27 +246,28 @@ def test_authority_and_dates_never_affect_the_order(corpus: psycopg.Connection) 
             )
         ],
     )
-    assert [r["record_id"] for r in find(corpus, "apollo")["rows"]] == first
+    assert [r["record_id"] for r in envelope(corpus, "apollo", QUESTION_VECTOR)["rows"]] == first
 
 
 def test_wrong_dimension_is_an_error_naming_both(corpus: psycopg.Connection) -> None:
     with pytest.raises(errors.InvalidParameterValue, match=r"has 3 dimensions .* has 4"):
-        find(corpus, "anything", "[1,0,0]")
+        envelope(corpus, "anything", "[1,0,0]")
 
 
-def test_profile_with_one_lookup_removed(four_disjoint_lists, corpus: psycopg.Connection) -> None:
-    corpus.execute("set emem.pipeline_profile = 'record_vectors, tags, fulltext'")
-    envelope = find(corpus, "apollo INV-2031", page_size=1000)
-    assert {r["placed_by"] for r in envelope["rows"]} == {"record_vectors", "tags", "fulltext"}
-    assert envelope["total_candidates"] == 60
+@FOUR_LISTS
+def test_profile_with_one_lookup_removed(four_disjoint_lists, db: psycopg.Connection) -> None:
+    db.execute("set emem.pipeline_profile = 'record_vectors, tags, fulltext'")
+    found = envelope(db, "apollo INV-2031", QUESTION_VECTOR, page_size=1000)
+    assert {r["placed_by"] for r in found["rows"]} == {"record_vectors", "tags", "fulltext"}
+    assert found["total_candidates"] == 60
     # 40:35:5 by the same rule: full text's first slot comes ninth.
-    assert placed_letters(find(corpus, "apollo INV-2031", page_size=16)) == "VTVTVTVTFVTVTVTV"
+    assert placed_letters(envelope(db, "apollo INV-2031", QUESTION_VECTOR, page_size=16)) == "VTVTVTVTFVTVTVTV"
 
 
 def test_unknown_lookup_in_the_profile_is_a_clear_error(corpus: psycopg.Connection) -> None:
     corpus.execute("set emem.pipeline_profile = 'tags, colours'")
     with pytest.raises(errors.InvalidParameterValue, match=r"unknown lookup 'colours'.*known lookups: record_vectors"):
-        find(corpus, "anything")
+        envelope(corpus, "anything", QUESTION_VECTOR)
 
 
 def test_page_is_cut_before_lane_filter(corpus: psycopg.Connection, make_role: Callable[..., str], dsn) -> None:
@@ -263,14 +277,14 @@ def test_page_is_cut_before_lane_filter(corpus: psycopg.Connection, make_role: C
         corpus,
         [{"content": f"apollo note {i}", "tags": ["apollo"], "lane": "sales" if i % 3 else "hr"} for i in range(12)],
     )
-    admin_pages = [find(corpus, "apollo", None, page=p, page_size=5) for p in (1, 2, 3)]
+    admin_pages = [envelope(corpus, "apollo", page=p, page_size=5) for p in (1, 2, 3)]
     with psycopg.connect(dsn(role), autocommit=True) as agent:
         for page, admin in enumerate(admin_pages, start=1):
-            mine = find(agent, "apollo", None, page=page, page_size=5)
+            mine = envelope(agent, "apollo", page=page, page_size=5)
             assert (mine["total_pages"], mine["total_candidates"]) == (3, 12)
             assert mine["rows"] == [r for r in admin["rows"] if r["lane"] == "sales"]
             assert [r["rank"] for r in admin["rows"]] == list(range(page * 5 - 4, min(page * 5, 12) + 1))
-        assert len(find(agent, "apollo", None, page=1, page_size=5)["rows"]) < 5
+        assert len(envelope(agent, "apollo", page=1, page_size=5)["rows"]) < 5
 
 
 def test_envelope_gives_totals_when_every_row_of_the_page_was_removed(corpus, make_role, dsn) -> None:
@@ -284,9 +298,9 @@ def test_envelope_gives_totals_when_every_row_of_the_page_was_removed(corpus, ma
         ],
     )
     with psycopg.connect(dsn(role), autocommit=True) as agent:
-        envelope = find(agent, "apollo", None, page=1, page_size=1)
-        assert (envelope["rows"], envelope["total_pages"], envelope["total_candidates"]) == ([], 2, 2)
-        assert envelope["degraded"] is True
+        found = envelope(agent, "apollo", page=1, page_size=1)
+        assert (found["rows"], found["total_pages"], found["total_candidates"]) == ([], 2, 2)
+        assert found["degraded"] is True
         assert agent.execute("select count(*) from emem.e_gather_find('apollo', null, 1, 1)").fetchone()[0] == 0
 
 
@@ -323,13 +337,14 @@ def test_out_of_range_arguments_get_a_clear_error(corpus: psycopg.Connection, ar
 )
 def test_question_text_is_data_never_syntax(corpus: psycopg.Connection, question: str) -> None:
     [target] = put(corpus, [{"content": "The 'INV-2031' invoice; drop table? select * from pg_authid", "tags": ["a"]}])
-    envelope = find(corpus, question, None)
+    found = envelope(corpus, question)
     assert corpus.execute("select count(*) from emem.records").fetchone()[0] == 1
-    assert all(r["record_id"] == target for r in envelope["rows"])
+    assert all(r["record_id"] == target for r in found["rows"])
 
 
-def test_explain_shows_the_analysed_question_and_each_lookup(four_disjoint_lists, corpus) -> None:
-    explained = corpus.execute(
+@FOUR_LISTS
+def test_explain_shows_the_analysed_question_and_each_lookup(four_disjoint_lists, db) -> None:
+    explained = db.execute(
         "select emem.e_gather_explain('apollo INV-2031 invoices', %s)", (QUESTION_VECTOR,)
     ).fetchone()[0]
     assert explained["question"] == {
@@ -346,10 +361,11 @@ def test_explain_shows_the_analysed_question_and_each_lookup(four_disjoint_lists
     assert all(v["milliseconds"] >= 0 for v in explained["lookups"].values())
 
 
-def test_explain_shows_each_lookups_plan_and_the_statements_it_ran(four_disjoint_lists, corpus) -> None:
+@FOUR_LISTS
+def test_explain_shows_each_lookups_plan_and_the_statements_it_ran(four_disjoint_lists, db) -> None:
     """For the owner: what each lookup decided to read and why, the shape of the list built from it,
     and every statement it ran (name, text, rows, time); then the merge's, totals' and rows'."""
-    explained = corpus.execute(
+    explained = db.execute(
         "select emem.e_gather_explain('apollo INV-2031 invoices', %s)", (QUESTION_VECTOR,)
     ).fetchone()[0]
     lookups = explained["lookups"]
