@@ -2,37 +2,41 @@
 tags that match the same words, the thread around an exact hit, and degraded orders by relevance
 instead of record id."""
 
-import json
+from typing import Any
 
 import psycopg
 import pytest
+import records
+from databases import MakeRole
+from finds import envelope, record_ids
 from vectors import unit
 
 NEAR = unit(1, 0, 0)  # the question vector's direction
 FAR = unit(0, 0, 1)
 
 
-@pytest.fixture
-def lane(db: psycopg.Connection) -> psycopg.Connection:
+def one_lane(db: psycopg.Connection, make_role: MakeRole) -> None:
+    """Lane l and a space of 3 dimensions."""
     db.execute("select emem.create_lane('l')")
     db.execute("select emem.create_embedding_space('m', 3, null, true)")
+
+
+# Each test writes into a clone of the lane, but for those reading the captains or the meeting.
+pytestmark = pytest.mark.corpus(one_lane, read_only=False)
+
+
+@pytest.fixture
+def lane(db: psycopg.Connection) -> psycopg.Connection:
     return db
 
 
-def put(db: psycopg.Connection, items: list[dict]) -> list[int]:
-    for item in items:
-        item.setdefault("kind", "note")
-        item.setdefault("lane", "l")
-    return [r[0] for r in db.execute("select record_id from emem.put_records(%s)", (json.dumps(items),))]
+def put(db: psycopg.Connection, items: list[dict[str, Any]]) -> list[int]:
+    return records.put(db, items, lane="l")
 
 
 def ranked(db: psycopg.Connection, profile: str, question: str, vector: list[float] | None = None) -> list[int]:
     db.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
-    envelope = db.execute(
-        "select emem.e_gather_find_envelope(%s, %s::vector, 1, 200)",
-        (question, None if vector is None else str(vector)),
-    ).fetchone()[0]
-    return [row["record_id"] for row in envelope["rows"]]
+    return record_ids(envelope(db, question, vector, 1, 200))
 
 
 # ---- words never searched --------------------------------------------------------------------------
@@ -55,10 +59,10 @@ def test_modal_verbs_and_question_words_are_not_searched_as_rare_names(lane, pro
 # ---- edges above tags --------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def captains(lane: psycopg.Connection) -> dict[str, int]:
+def release_captains(lane: psycopg.Connection, make_role: MakeRole) -> dict[str, int]:
     """Twenty records tagged with the words of a `release captain` edge, nearer the question than
     the person the edge names; a second captain of another project."""
+    one_lane(lane, make_role)
     put(lane, [{"content": f"release note {i}", "tags": ["release captain"], "vector": NEAR} for i in range(20)])
     put(lane, [{"content": f"kestrel note {i}", "tags": ["project kestrel"], "vector": NEAR} for i in range(20)])
     ola, kestrel, eva, lynx = put(
@@ -75,6 +79,15 @@ def captains(lane: psycopg.Connection) -> dict[str, int]:
     return {"ola": ola, "kestrel": kestrel, "eva": eva, "lynx": lynx}
 
 
+CAPTAINS = pytest.mark.corpus(release_captains, read_only=True)
+
+
+@pytest.fixture
+def captains(built: dict[str, int]) -> dict[str, int]:
+    return built
+
+
+@CAPTAINS
 @pytest.mark.parametrize("vector", [NEAR, None], ids=["vector", "degraded"])
 def test_an_edge_outranks_tags_that_match_the_same_words(captains: dict[str, int], lane, vector) -> None:
     rows = ranked(lane, "tags_by_terms", "Who is a release captain?", vector)
@@ -82,6 +95,7 @@ def test_an_edge_outranks_tags_that_match_the_same_words(captains: dict[str, int
     assert len(rows) == 24
 
 
+@CAPTAINS
 @pytest.mark.parametrize("vector", [NEAR, None], ids=["vector", "degraded"])
 def test_an_edge_end_counts_the_terms_of_its_other_end(captains: dict[str, int], lane, vector) -> None:
     """The release captain of project Kestrel is at the other end of a `release captain` edge from
@@ -91,6 +105,7 @@ def test_an_edge_end_counts_the_terms_of_its_other_end(captains: dict[str, int],
     assert rows.index(captains["eva"]) < rows.index(min(set(rows) - set(captains.values())))
 
 
+@CAPTAINS
 def test_the_seed_tags_lookup_with_a_vector_stays_by_distance(captains: dict[str, int], lane) -> None:
     rows = ranked(lane, "tags", "Who is a release captain?", NEAR)
     assert set(rows[-4:]) == set(captains.values())
@@ -113,9 +128,9 @@ TURNS = [
 ]
 
 
-@pytest.fixture
-def meeting(lane: psycopg.Connection) -> list[int]:
+def two_meetings(lane: psycopg.Connection, make_role: MakeRole) -> list[int]:
     """A meeting whose fifth turn names an invoice, and another meeting that does not."""
+    one_lane(lane, make_role)
     ids = put(
         lane,
         [
@@ -133,6 +148,12 @@ def meeting(lane: psycopg.Connection) -> list[int]:
     return ids
 
 
+@pytest.fixture
+def meeting(built: list[int]) -> list[int]:
+    return built
+
+
+@pytest.mark.corpus(two_meetings, read_only=True)
 def test_thread_context_brings_the_turns_around_an_exact_hit(meeting: list[int], lane) -> None:
     """The anchor (the turn naming the code) first, then its neighbours by steps away, within
     three positions, nearest the question first; nothing of the other meeting."""
@@ -142,11 +163,13 @@ def test_thread_context_brings_the_turns_around_an_exact_hit(meeting: list[int],
     assert degraded == rows  # by position within a step, without a vector
 
 
+@pytest.mark.corpus(two_meetings, read_only=True)
 def test_thread_context_needs_a_rare_term(meeting: list[int], lane) -> None:
     assert ranked(lane, "thread_context", "What did Ola say about the venue?", NEAR) == []  # Ola: on every other turn
     assert ranked(lane, "thread_context", "Which quarter?", NEAR) == []
 
 
+@pytest.mark.corpus(two_meetings, read_only=False)
 def test_thread_context_keeps_to_the_anchors_thread_and_lane(lane, meeting: list[int]) -> None:
     """Another lane's conversation with the same thread id names the code at position 9: each
     anchor brings the turns of its own lane's thread only."""
