@@ -1,11 +1,13 @@
 """Opt-in pipeline components that put exact matches first; the default profile is untouched."""
 
-import json
 from pathlib import Path
 
 import psycopg
 import pytest
 from checkout import ROOT
+from databases import MakeRole
+from finds import envelope, record_ids
+from records import put
 
 from emem_db.profile import parse_profile
 from emem_db.registry import SEED_WEIGHTS
@@ -27,15 +29,12 @@ def test_recommended_profile_uses_the_opt_in_components() -> None:
     assert {"tags_by_terms", "fulltext_by_rarity"} <= set(weights)
 
 
-@pytest.fixture
-def invoices(db: psycopg.Connection) -> dict[str, int]:
+def zentrix(db: psycopg.Connection, make_role: MakeRole) -> dict[str, int]:
     """Ten near-duplicate invoices of one vendor that differ only in number and amount."""
     db.execute("select emem.create_lane('l')")
     db.execute("select emem.create_embedding_space('m', 3, null, true)")
     items = [
         {
-            "kind": "note",
-            "lane": "l",
             "content": f"Zentrix invoice INV-{2030 + i} over {100 * i} EUR",
             "tags": ["invoice", "zentrix", f"inv-{2030 + i}"],
             "vector": [1, 0.01 * (10 - i), 0],
@@ -44,26 +43,31 @@ def invoices(db: psycopg.Connection) -> dict[str, int]:
     ]
     items += [
         {
-            "kind": "note",
-            "lane": "l",
             "content": f"Zentrix memo {i} about the migration schedule",
             "tags": ["zentrix"],
             "vector": [0, 1, 0.1 * i],
         }
         for i in range(30)
     ]
-    ids = [r[0] for r in db.execute("select record_id from emem.put_records(%s)", (json.dumps(items),))]
+    ids = put(db, items, lane="l")
     return {"INV-2031": ids[1], "memo": ids[10]}
+
+
+ZENTRIX = pytest.mark.corpus(zentrix, read_only=True)
+
+
+@pytest.fixture
+def invoices(built: dict[str, int]) -> dict[str, int]:
+    """The invoice INV-2031 and the first memo."""
+    return built
 
 
 def ranks(db: psycopg.Connection, profile: str, question: str, vector: str | None = "[1,0,0]") -> list[int]:
     db.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
-    envelope = db.execute("select emem.e_gather_find_envelope(%s, %s::vector, 1, 100)", (question, vector)).fetchone()[
-        0
-    ]
-    return [r["record_id"] for r in envelope["rows"]]
+    return record_ids(envelope(db, question, vector, 1, 100))
 
 
+@ZENTRIX
 def test_tags_by_terms_puts_the_record_matching_most_terms_first(db, invoices: dict[str, int]) -> None:
     question = "zentrix invoice INV-2031"
     assert ranks(db, "tags", question)[0] != invoices["INV-2031"]
@@ -71,27 +75,29 @@ def test_tags_by_terms_puts_the_record_matching_most_terms_first(db, invoices: d
     assert ranks(db, "tags_by_terms", question, None)[0] == invoices["INV-2031"]
 
 
+@ZENTRIX
 def test_fulltext_by_rarity_puts_the_rare_term_first(db, invoices: dict[str, int]) -> None:
     question = "Zentrix INV-2031"
     assert ranks(db, "fulltext", question)[0] != invoices["INV-2031"]
     assert ranks(db, "fulltext_by_rarity", question)[0] == invoices["INV-2031"]
 
 
+@ZENTRIX
 def test_fulltext_words_searches_words_wordnet_knows_too(db, invoices: dict[str, int]) -> None:
     assert ranks(db, "fulltext", "migration schedules") == []
     found = ranks(db, "fulltext_words", "migration schedules", None)
     assert len(found) == 30 and invoices["memo"] in found
 
 
+@ZENTRIX
 def test_opt_in_component_runs_beside_the_seed_lookups_in_its_weight(db, invoices: dict[str, int]) -> None:
     db.execute("set emem.pipeline_profile = 'record_vectors:1, tags_by_terms:1'")
-    envelope = db.execute("select emem.e_gather_find_envelope('zentrix invoice INV-2031', '[0,1,0]', 1, 4)").fetchone()[
-        0
-    ]
-    assert [r["placed_by"] for r in envelope["rows"]] == ["record_vectors", "tags_by_terms"] * 2
-    assert envelope["pipeline_profile"] == {"record_vectors": 1, "tags_by_terms": 1}
+    found = envelope(db, "zentrix invoice INV-2031", "[0,1,0]", 1, 4)
+    assert [r["placed_by"] for r in found["rows"]] == ["record_vectors", "tags_by_terms"] * 2
+    assert found["pipeline_profile"] == {"record_vectors": 1, "tags_by_terms": 1}
 
 
+@ZENTRIX
 def test_explain_ranks_a_row_deep_in_a_scored_list(db, invoices: dict[str, int]) -> None:
     """The page reaches the invoices' score levels of tags_by_terms only; explain still ranks the
     memos that record_vectors placed: after the ten invoices, nearest first."""
@@ -103,6 +109,7 @@ def test_explain_ranks_a_row_deep_in_a_scored_list(db, invoices: dict[str, int])
     assert [row["list_ranks"]["record_vectors"] for row in memos] == [1, 2]
 
 
+@ZENTRIX
 @pytest.mark.parametrize("profile", ["tags_by_terms:0", "fulltext_words, fulltext_words", "tags_by_term"])
 def test_bad_opt_in_profiles_are_refused(db, invoices: dict[str, int], profile: str) -> None:
     db.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
@@ -116,28 +123,22 @@ def test_fulltext_words_frequencies_follow_analyze(db) -> None:
     connection (which keeps the statistics it read) leaves it out."""
     db.execute("select emem.create_lane('l')")
 
-    def put(count: int, budget_every: int) -> None:
-        items = [
-            {
-                "kind": "note",
-                "lane": "l",
-                "content": f"note {i}"
-                + (" budget" if i % budget_every == 0 else "")
-                + (" zeppelin" if i % 300 == 1 else ""),
-            }
+    def put_notes(count: int, budget_every: int) -> None:
+        contents = [
+            f"note {i}" + (" budget" if i % budget_every == 0 else "") + (" zeppelin" if i % 300 == 1 else "")
             for i in range(count)
         ]
-        db.execute("select count(*) from emem.put_records(%s)", (json.dumps(items),))
+        put(db, [{"content": content} for content in contents], lane="l")
 
     def total() -> int:
         return db.execute("select emem.e_gather_find_envelope('budget zeppelin', null, 1, 30)").fetchone()[0][
             "total_candidates"
         ]
 
-    put(3000, budget_every=10)
+    put_notes(3000, budget_every=10)
     db.execute("set emem.pipeline_profile = 'fulltext_words'")
     db.execute("analyze emem.records")
     assert total() == 300 + 10  # from the statistics: budget on 300 records is telling
-    put(3000, budget_every=1)
+    put_notes(3000, budget_every=1)
     db.execute("analyze emem.records")
     assert total() == 10 + 10  # budget on 3,300 of 6,000 records says too little: zeppelin alone
