@@ -13,12 +13,16 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import figures
+import finds
 import psycopg
 import pytest
 from clusters import throwaway_cluster
+from databases import MakeRole
 from psycopg import errors, sql
+from records import put
 from vectors import unit
 
 pytest_plugins = ["figures"]
@@ -37,16 +41,9 @@ def probe(path: str, count: int = 1) -> None:
     figures.add("lanes probed", count, detail=f"hostile agent: {path}")
 
 
-def put(db: psycopg.Connection, lane: str, items: list[dict]) -> list[int]:
-    rows = db.execute(
-        "select record_id from emem.put_records(%s)",
-        (json.dumps([{"kind": "note", "lane": lane, **i} for i in items]),),
-    )
-    return [r[0] for r in rows]
-
-
-@pytest.fixture
-def lanes(db: psycopg.Connection) -> dict[str, list[int]]:
+def four_lanes(db: psycopg.Connection, make_role: MakeRole) -> dict[str, Any]:
+    """Lanes own and shared (the agent reads both, writes own), secret and other; the agent's role;
+    records with vectors in the first three and a hidden edge from a secret record to a shared one."""
     for lane in ("own", "shared", "secret", "other"):
         db.execute("select emem.create_lane(%s)", (lane,))
     db.execute("select emem.create_agent_profile('agent', array['own', 'shared'], array['own'])")
@@ -55,24 +52,24 @@ def lanes(db: psycopg.Connection) -> dict[str, list[int]]:
     ids = {
         "own": put(
             db,
-            "own",
-            [
+            lane="own",
+            items=[
                 {"content": "Kowalski sent invoice INV-7001", "tags": ["invoice"], "vector": unit(1, 0.1, 0, 0)},
                 {"content": "apollo project meeting notes", "tags": ["project apollo"], "vector": unit(1, 0.2, 0, 0)},
             ],
         ),
         "shared": put(
             db,
-            "shared",
-            [
+            lane="shared",
+            items=[
                 {"content": "the shared handbook", "tags": ["handbook"], "vector": unit(1, 0, 0.3, 0)},
                 {"content": "Dana, team lead", "kind": "entity", "vector": unit(0, 1, 0, 0)},
             ],
         ),
         "secret": put(
             db,
-            "secret",
-            [
+            lane="secret",
+            items=[
                 {"content": "salary of Dana: 98,765 EUR", "tags": ["salary"], "vector": unit(1, 0.05, 0, 0)},
                 {"content": "termination planned for Dana", "tags": ["hr"], "vector": unit(1, 0, 0, 0.1)},
             ],
@@ -83,21 +80,30 @@ def lanes(db: psycopg.Connection) -> dict[str, list[int]]:
         "select emem.link_records(%s, %s, 'concerns', '{\"plan\": \"termination planned\"}')",
         (ids["secret"][1], ids["shared"][1]),
     )
+    return {"ids": ids, "agent": make_role("hostile", "agent")}
+
+
+# Most tests change the agent's profile or write: each gets a clone; those that only read share the lanes.
+pytestmark = pytest.mark.corpus(four_lanes, read_only=False)
+READS = pytest.mark.corpus(four_lanes, read_only=True)
+
+
+@pytest.fixture
+def lanes(built: dict[str, Any]) -> dict[str, list[int]]:
+    """The records of each lane."""
+    ids: dict[str, list[int]] = built["ids"]
     return ids
 
 
 @pytest.fixture
-def agent(lanes: dict[str, list[int]], make_role: Callable[..., str], dsn: Callable[..., str]) -> Iterator:
-    role = make_role("hostile", "agent")
-    with psycopg.connect(dsn(role), autocommit=True) as conn:
+def agent(built: dict[str, Any], dsn: Callable[..., str]) -> Iterator[psycopg.Connection]:
+    """A session of the agent's role."""
+    with psycopg.connect(dsn(built["agent"]), autocommit=True) as conn:
         yield conn
 
 
-def envelope(conn: psycopg.Connection, question: str, vector: str | None = VECTOR, **declared: str) -> dict:
-    return conn.execute(
-        "select emem.e_gather_find_envelope(%s, %s::vector, 1, 30, %s, %s)",
-        (question, vector, declared.get("model"), declared.get("fingerprint")),
-    ).fetchone()[0]
+def envelope(conn: psycopg.Connection, question: str, vector: str | None = VECTOR, **declared: str) -> dict[str, Any]:
+    return finds.envelope(conn, question, vector, **declared)
 
 
 def explain(conn: psycopg.Connection, question: str, vector: str | None) -> dict:
@@ -133,6 +139,7 @@ AGENT_SETTINGS = [
 ]
 
 
+@READS
 def test_an_agents_session_settings_do_not_change_its_finds(agent: psycopg.Connection, dsn: Callable[..., str]) -> None:
     """Totals under a self-chosen single-lookup profile would be an oracle over other lanes: an
     agent's settings are ignored, in the session, as connection options, and as its role's defaults."""
@@ -262,7 +269,7 @@ def flood(db: psycopg.Connection) -> None:
         }
         for i in range(120)
     ]
-    ids = put(db, "other", items)
+    ids = put(db, lane="other", items=items)
     for a, b in itertools.pairwise(ids[:101]):
         db.execute("select emem.link_records(%s, %s, 'concerns', '{\"plan\": \"termination planned\"}')", (a, b))
         db.execute("select emem.link_records(%s, %s, 'shared', '{\"doc\": \"shared handbook\"}')", (b, a))
@@ -327,7 +334,7 @@ def test_one_lanes_open_transaction_never_stalls_another_lanes_tags(
 ) -> None:
     """Tags and edge labels seen for the first time in one lane's open transaction: another lane
     writes the same ones at once (the derived counts and vocabularies are kept per lane)."""
-    neighbour = put(db, "other", [{"content": "neighbour note"}, {"content": "neighbour reply"}])
+    neighbour = put(db, lane="other", items=[{"content": "neighbour note"}, {"content": "neighbour reply"}])
     own = lanes["own"]
     with psycopg.connect(dsn(make_role("neighbour", "neighbour"))) as other:  # a transaction left open
         other.execute("select emem.tag_record(%s, array['invoice', 'brand new tag'])", (neighbour[0],))
@@ -366,6 +373,7 @@ def test_a_binding_does_not_outlive_its_role(db: psycopg.Connection, lanes: dict
 # ---- the question vector's model, Unicode ------------------------------------------------------------
 
 
+@READS
 def test_a_vector_of_another_model_is_not_used(agent: psycopg.Connection) -> None:
     assert envelope(agent, "invoice", model="m", fingerprint="fp")["degraded"] is False
     for declared in ({"model": "another-model"}, {"model": "m", "fingerprint": "another-fp"}):
@@ -376,7 +384,7 @@ def test_a_vector_of_another_model_is_not_used(agent: psycopg.Connection) -> Non
 
 def test_nfc_and_nfd_spellings_find_the_same_records(db: psycopg.Connection, agent: psycopg.Connection) -> None:
     nfd = "Zoe\u0308 Mu\u0308ller, cafe\u0301"  # Zoë Müller, café: letters and combining marks
-    [record] = put(db, "own", [{"content": nfd, "tags": ["cafe\u0301 visits"]}])
+    [record] = put(db, lane="own", items=[{"content": nfd, "tags": ["cafe\u0301 visits"]}])
     for question in ("Zo\u00eb M\u00fcller", "caf\u00e9 visits", nfd):
         found = envelope(agent, question, None)
         assert record in {r["record_id"] for r in found["rows"]}, question
@@ -390,6 +398,7 @@ def test_nfc_and_nfd_spellings_find_the_same_records(db: psycopg.Connection, age
 BIG = "x" * 10_001
 
 
+@READS
 @pytest.mark.parametrize(
     ("call", "args", "message"),
     [
@@ -411,6 +420,7 @@ def test_every_argument_is_capped(agent: psycopg.Connection, call: str, args: tu
     probe("argument caps")
 
 
+@READS
 def test_link_properties_are_capped(agent: psycopg.Connection, lanes: dict[str, list[int]]) -> None:
     own = lanes["own"][0]
     for properties, message in ((json.dumps({"k": BIG * 7}), "64 kB"), (json.dumps({"k": "v" * 1001}), "1000")):
@@ -426,7 +436,7 @@ def test_a_statement_timeout_stops_a_find_at_once(db: psycopg.Connection, agent:
         for i in range(25_000)
     ]
     for start in range(0, len(items), 5000):
-        put(db, "own", items[start : start + 5000])
+        put(db, lane="own", items=items[start : start + 5000])
     db.execute(
         "select emem.set_agent_setting('agent', 'emem.pipeline_profile', %s)",
         ("tags_by_terms, fulltext_words, fulltext_by_rarity, tags, fulltext",),
@@ -473,6 +483,7 @@ def huge_calls(own: int) -> list[tuple[str, tuple]]:
     ]
 
 
+@READS
 def test_a_50_mb_argument_is_refused_cleanly_by_a_memory_limited_server(db: psycopg.Connection) -> None:
     """Each call gets a clean error (a data or program-limit SQLSTATE); the server never restarts
     and another session goes on; a find's memory stays bounded (measured: printed for docs/lanes-and-security.md)."""
