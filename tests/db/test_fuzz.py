@@ -15,8 +15,11 @@ database for all its cases. For every case:
 
 Wrong verdicts and wrong errors are collected over all cases and reported together at the end
 of each test (with the shortest input that shows each); a crash, a partial write or a write that
-is not whole (checked after clearly valid writes) stops at once. EMEM_FUZZ_SCALE multiplies every
-test's number of cases (default 1: about 10,600 in all, e.g. EMEM_FUZZ_SCALE=10 for a long run).
+is not whole (checked after clearly valid writes) stops at once.
+
+Each test runs in two tiers: the default run tries a quarter of its cases (about 2,650 in all), the
+slow tier (-m slow) all of them (about 10,600). EMEM_FUZZ_SCALE multiplies every test's number of
+cases (e.g. EMEM_FUZZ_SCALE=10 -m slow for a long run).
 """
 
 import itertools
@@ -32,12 +35,15 @@ from datetime import UTC, datetime, timedelta, timezone
 import figures
 import psycopg
 import pytest
+from databases import MakeRole
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from records import put
 
 pytest_plugins = ["figures"]
 
 SCALE = float(os.environ.get("EMEM_FUZZ_SCALE", "1"))
+QUICK_SHARE = 0.25  # of each test's cases, in the default run
 KINDS = ("note", "conversation", "file", "entity")
 EXPECTED_STATES = {"42501"}
 # pgvector's own input function refuses a vector literal of more than 16000 dimensions with
@@ -472,9 +478,17 @@ class Guard:
         assert not report, "wrong, unclear or unexpected answers:\n" + "\n".join(report)
 
 
-def fuzz_settings(cases: int) -> settings:
+@pytest.fixture(params=[pytest.param(QUICK_SHARE, id="quick"), pytest.param(1.0, id="full", marks=pytest.mark.slow)])
+def share(request: pytest.FixtureRequest) -> float:
+    """The share of a test's cases its tier tries: a quarter in the default run, all in the slow tier."""
+    value: float = request.param
+    return value
+
+
+def fuzz_settings(cases: int, share: float) -> settings:
+    """Hypothesis's settings for `cases` cases, of which the tier tries its share."""
     return settings(
-        max_examples=max(1, int(cases * SCALE)),
+        max_examples=max(1, int(cases * share * SCALE)),
         deadline=None,
         print_blob=True,
         suppress_health_check=[
@@ -521,12 +535,9 @@ class Corpus:
         return Guard(conn or self.db, self.db, function, frozenset(extra_states))
 
 
-def put(db: psycopg.Connection, items: list[dict]) -> list[int]:
-    return [r[0] for r in db.execute("select record_id from emem.put_records(%s)", (json.dumps(items),))]
-
-
-@pytest.fixture
-def corpus(db: psycopg.Connection) -> Corpus:
+def records_of_each_kind(db: psycopg.Connection, make_role: MakeRole) -> dict[str, list[int]]:
+    """Notes, an entity, a conversation with a window, a file and another lane's conversation, an
+    edge, and two embedding spaces (the active one of 3 dimensions)."""
     db.execute("select emem.create_lane('sales'), emem.create_lane('hr')")
     db.execute("select emem.create_agent_profile('sales_agent', array['sales'])")
     db.execute("select emem.create_embedding_space('fuzz-model', 3, 'fp', true)")
@@ -576,7 +587,16 @@ def corpus(db: psycopg.Connection) -> Corpus:
     )
     db.execute("select emem.put_window(%s, '[0,1,1]')", (conversation[:3],))
     db.execute("select emem.link_records(%s, %s, 'billed', '{\"invoice\": \"INV-2031\"}')", (notes[0], notes[4]))
-    return Corpus(db, notes, conversation, file, other_lane)
+    return {"notes": notes, "conversation": conversation, "file": file, "other_lane": other_lane}
+
+
+# Every test writes (what it is given, and what it was right to accept): each on a clone.
+pytestmark = pytest.mark.corpus(records_of_each_kind, read_only=False)
+
+
+@pytest.fixture
+def corpus(db: psycopg.Connection, built: dict[str, list[int]]) -> Corpus:
+    return Corpus(db, **built)
 
 
 # ---- e_gather_find --------------------------------------------------------------------------------
@@ -608,11 +628,11 @@ def question_verdict(question: str | None) -> str:
     return VALID
 
 
-def test_find_refuses_bad_question_text_and_treats_the_rest_as_data(corpus: Corpus) -> None:
+def test_find_refuses_bad_question_text_and_treats_the_rest_as_data(corpus: Corpus, share: float) -> None:
     guard = corpus.guard("e_gather_find")
     known = set(corpus.ids)
 
-    @fuzz_settings(1500)
+    @fuzz_settings(1500, share)
     @given(question=QUESTIONS, how=st.sampled_from(sorted(FIND_CALLS)), with_vector=st.booleans())
     def run(question: str | None, how: str, with_vector: bool) -> None:
         result = call_find(guard, how, question, "[1,0,0]" if with_vector else None, verdict=question_verdict(question))
@@ -625,10 +645,10 @@ def test_find_refuses_bad_question_text_and_treats_the_rest_as_data(corpus: Corp
     guard.finish()
 
 
-def test_find_refuses_bad_vectors(corpus: Corpus) -> None:
+def test_find_refuses_bad_vectors(corpus: Corpus, share: float) -> None:
     guard = corpus.guard("e_gather_find")
 
-    @fuzz_settings(1000)
+    @fuzz_settings(1000, share)
     @given(vector=VECTORS, how=st.sampled_from(sorted(FIND_CALLS)))
     def run(vector: VectorInput, how: str) -> None:
         call_find(
@@ -643,7 +663,7 @@ def test_find_refuses_bad_vectors(corpus: Corpus) -> None:
     guard.finish()
 
 
-def test_find_refuses_pages_out_of_range(corpus: Corpus) -> None:
+def test_find_refuses_pages_out_of_range(corpus: Corpus, share: float) -> None:
     guard = corpus.guard("e_gather_find")
     bounds = st.one_of(
         st.none(),
@@ -652,7 +672,7 @@ def test_find_refuses_pages_out_of_range(corpus: Corpus) -> None:
         st.sampled_from([0, 1, 2, 30, 999, 1000, 1001, 99_999, 100_000, 100_001, -1, 2**31 - 1, 2**31]),
     )
 
-    @fuzz_settings(1200)
+    @fuzz_settings(1200, share)
     @given(
         page=bounds,
         page_size=bounds,
@@ -671,7 +691,7 @@ def test_find_refuses_pages_out_of_range(corpus: Corpus) -> None:
 MAX_CANDIDATES = 1_000  # docs/profiles.md: emem.record_vector_candidates and emem.window_vector_candidates, 1 to 1000
 
 
-def test_find_refuses_bad_pipeline_settings(corpus: Corpus) -> None:
+def test_find_refuses_bad_pipeline_settings(corpus: Corpus, share: float) -> None:
     guard = corpus.guard("e_gather_find(settings)")
     lookups = ["record_vectors", "tags", "window_vectors", "fulltext"]
     entry = st.builds(
@@ -687,7 +707,7 @@ def test_find_refuses_bad_pipeline_settings(corpus: Corpus) -> None:
         st.sampled_from(["", " 5", "1e3", "0x10"]),
     )
 
-    @fuzz_settings(350)
+    @fuzz_settings(350, share)
     @given(profile=profiles, record_candidates=counts, window_candidates=counts)
     def run(profile: str | None, record_candidates: int | str, window_candidates: int | str) -> None:
         guard.conn.execute(
@@ -725,11 +745,11 @@ PUT_RECORD = (
 )
 
 
-def test_put_record_refuses_bad_fields(corpus: Corpus) -> None:
+def test_put_record_refuses_bad_fields(corpus: Corpus, share: float) -> None:
     guard = corpus.guard("put_record", extra_states={TAKEN_KEY})
     metadata = st.one_of(st.none(), st.dictionaries(TEXT, JSON, max_size=3), JSON)
 
-    @fuzz_settings(700)
+    @fuzz_settings(700, share)
     @given(
         kind=st.sampled_from(KINDS) | TEXT,
         content=st.one_of(TEXT, SENTENCES, long_text()),
@@ -880,10 +900,10 @@ def unique_keys(items: object) -> object:
     return items
 
 
-def test_put_records_refuses_any_bad_json_whole(corpus: Corpus) -> None:
+def test_put_records_refuses_any_bad_json_whole(corpus: Corpus, share: float) -> None:
     guard = corpus.guard("put_records", extra_states={TAKEN_KEY})
 
-    @fuzz_settings(800)
+    @fuzz_settings(800, share)
     @given(drawn=record_items(), space=st.sampled_from([None, None, None, 1, 2, 999]))
     def run(drawn: tuple[object, str], space: int | None) -> None:
         items, verdict = drawn
@@ -923,12 +943,12 @@ def test_put_records_refuses_any_bad_json_whole(corpus: Corpus) -> None:
 
 
 def test_put_records_as_an_agent_refuses_other_lanes(
-    corpus: Corpus, make_role: Callable[..., str], dsn: Callable[..., str]
+    corpus: Corpus, share: float, make_role: Callable[..., str], dsn: Callable[..., str]
 ) -> None:
     with psycopg.connect(dsn(make_role("fuzz", "sales_agent")), autocommit=True) as agent:
         guard = corpus.guard("put_records(agent)", conn=agent, extra_states={TAKEN_KEY})
 
-        @fuzz_settings(300)
+        @fuzz_settings(300, share)
         @given(drawn=record_items())
         def run(drawn: tuple[object, str]) -> None:
             items, verdict = drawn
@@ -948,11 +968,11 @@ def test_put_records_as_an_agent_refuses_other_lanes(
         guard.finish()
 
 
-def test_tag_and_untag_refuse_bad_tags_and_unknown_records(corpus: Corpus) -> None:
+def test_tag_and_untag_refuse_bad_tags_and_unknown_records(corpus: Corpus, share: float) -> None:
     guard = corpus.guard("tag_record")
     known = set(corpus.ids)
 
-    @fuzz_settings(700)
+    @fuzz_settings(700, share)
     @given(record_id=corpus.record_ids(), tags=TAG_LISTS, untag=st.booleans())
     def run(record_id: int | None, tags: list | None, untag: bool) -> None:
         function = "untag_record" if untag else "tag_record"
@@ -976,11 +996,11 @@ def test_tag_and_untag_refuse_bad_tags_and_unknown_records(corpus: Corpus) -> No
     guard.finish()
 
 
-def test_link_records_refuses_bad_ends_relations_and_properties(corpus: Corpus) -> None:
+def test_link_records_refuses_bad_ends_relations_and_properties(corpus: Corpus, share: float) -> None:
     guard = corpus.guard("link_records")
     known = set(corpus.ids)
 
-    @fuzz_settings(500)
+    @fuzz_settings(500, share)
     @given(
         ends=st.tuples(corpus.record_ids(), corpus.record_ids()),
         relation=st.one_of(st.none(), SAFE_WORD, TEXT, SYNTAX, AROUND_200),
@@ -1016,11 +1036,11 @@ def test_link_records_refuses_bad_ends_relations_and_properties(corpus: Corpus) 
 SPACES = {None: 3, 1: 3, 2: 4, 999: None, -1: None}
 
 
-def test_put_record_vector_refuses_bad_vectors_records_and_spaces(corpus: Corpus) -> None:
+def test_put_record_vector_refuses_bad_vectors_records_and_spaces(corpus: Corpus, share: float) -> None:
     guard = corpus.guard("put_record_vector")
     known = set(corpus.ids)
 
-    @fuzz_settings(600)
+    @fuzz_settings(600, share)
     @given(record_id=corpus.record_ids(), vector=VECTORS, space=st.sampled_from(sorted(SPACES, key=str)))
     def run(record_id: int | None, vector: VectorInput, space: int | None) -> None:
         verdict = combine(
@@ -1039,7 +1059,7 @@ def test_put_record_vector_refuses_bad_vectors_records_and_spaces(corpus: Corpus
     guard.finish()
 
 
-def test_put_window_refuses_members_that_are_no_run_of_one_thread(corpus: Corpus) -> None:
+def test_put_window_refuses_members_that_are_no_run_of_one_thread(corpus: Corpus, share: float) -> None:
     guard = corpus.guard("put_window")
     runs = [
         thread[i:j]
@@ -1055,7 +1075,7 @@ def test_put_window_refuses_members_that_are_no_run_of_one_thread(corpus: Corpus
         st.none(),
     )
 
-    @fuzz_settings(600)
+    @fuzz_settings(600, share)
     @given(member_ids=members, vector=VECTORS, space=st.sampled_from(sorted(SPACES, key=str)))
     def run(member_ids: list | None, vector: VectorInput, space: int | None) -> None:
         thread = corpus.thread_of(member_ids) if member_ids and None not in member_ids else None
@@ -1084,7 +1104,9 @@ def test_put_window_refuses_members_that_are_no_run_of_one_thread(corpus: Corpus
     guard.finish()
 
 
-def test_lanes_profiles_and_bindings_refuse_bad_names(corpus: Corpus, make_role: Callable[..., str]) -> None:
+def test_lanes_profiles_and_bindings_refuse_bad_names(
+    corpus: Corpus, share: float, make_role: Callable[..., str]
+) -> None:
     guard = corpus.guard("create_lane")
     role = make_role("fuzzbind")
     name_pattern = re.compile(r"[a-z0-9][a-z0-9_.:-]{0,62}")
@@ -1093,7 +1115,7 @@ def test_lanes_profiles_and_bindings_refuse_bad_names(corpus: Corpus, make_role:
         st.none(), st.lists(st.one_of(st.sampled_from(["sales", "hr", "nowhere"]), st.none(), TEXT), max_size=4)
     )
 
-    @fuzz_settings(500)
+    @fuzz_settings(500, share)
     @given(
         what=st.sampled_from(["create_lane", "create_agent_profile", "bind_role"]),
         name=names,
@@ -1139,10 +1161,10 @@ def test_lanes_profiles_and_bindings_refuse_bad_names(corpus: Corpus, make_role:
     guard.finish()
 
 
-def test_embedding_spaces_refuse_bad_models_and_dimensions(corpus: Corpus) -> None:
+def test_embedding_spaces_refuse_bad_models_and_dimensions(corpus: Corpus, share: float) -> None:
     guard = corpus.guard("create_embedding_space")
 
-    @fuzz_settings(250)
+    @fuzz_settings(250, share)
     @given(
         model=st.one_of(st.none(), SAFE_WORD.map(lambda w: f"fuzz-{w}"), TEXT, SYNTAX),
         dimension=st.one_of(st.none(), st.integers(-3, 2003), INT4, BIG_INTS),
@@ -1183,11 +1205,11 @@ def test_embedding_spaces_refuse_bad_models_and_dimensions(corpus: Corpus) -> No
 # ---- the reads ----------------------------------------------------------------------------------------
 
 
-def test_label_intersection_refuses_bad_tags(corpus: Corpus) -> None:
+def test_label_intersection_refuses_bad_tags(corpus: Corpus, share: float) -> None:
     guard = corpus.guard("records_with_all_tags")
     known = set(corpus.ids)
 
-    @fuzz_settings(500)
+    @fuzz_settings(500, share)
     @given(tags=st.one_of(TAG_LISTS, st.just(["invoice", "Apollo  Project"])))
     def run(tags: list | None) -> None:
         result = guard.call(
@@ -1203,11 +1225,11 @@ def test_label_intersection_refuses_bad_tags(corpus: Corpus) -> None:
     guard.finish()
 
 
-def test_timeline_refuses_bad_bounds_pages_and_filters(corpus: Corpus) -> None:
+def test_timeline_refuses_bad_bounds_pages_and_filters(corpus: Corpus, share: float) -> None:
     guard = corpus.guard("e_timeline")
     bounds = st.one_of(st.none(), st.integers(-3, 3), INT4, BIG_INTS, st.sampled_from([1000, 1001, 100_000, 100_001]))
 
-    @fuzz_settings(600)
+    @fuzz_settings(600, share)
     @given(
         start=TIMES,
         end=TIMES,
@@ -1244,10 +1266,10 @@ def test_timeline_refuses_bad_bounds_pages_and_filters(corpus: Corpus) -> None:
     guard.finish()
 
 
-def test_health_and_analysis_take_any_text(corpus: Corpus) -> None:
+def test_health_and_analysis_take_any_text(corpus: Corpus, share: float) -> None:
     guard = corpus.guard("e_health")
 
-    @fuzz_settings(400)
+    @fuzz_settings(400, share)
     @given(
         what=st.sampled_from(["e_health", "analyse_question"]),
         text=st.one_of(st.none(), TEXT, SENTENCES),
