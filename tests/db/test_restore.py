@@ -6,16 +6,17 @@ parallel, in any order: nothing in emem may depend on one table being loaded bef
 The server's own pg_dump and pg_restore (its BINDIR) are used, so their version is the server's.
 """
 
-import json
 import random
 import subprocess
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from databases import MakeRole
+from records import put
 
 LANES = ("sales", "ops", "hr")
 RECORDS_PER_LANE = 400
@@ -66,7 +67,7 @@ def records_of_lane(lane: str, randomly: random.Random) -> list[dict[str, Any]]:
     return items
 
 
-def fill(db: psycopg.Connection, make_role: Callable[..., str]) -> list[str]:
+def every_kind_of_data(db: psycopg.Connection, make_role: MakeRole) -> list[str]:
     """Every kind of emem data; returns the roles bound to agent profiles."""
     for lane in LANES:
         db.execute("select emem.create_lane(%s)", (lane,))
@@ -80,7 +81,7 @@ def fill(db: psycopg.Connection, make_role: Callable[..., str]) -> list[str]:
     db.execute("select emem.create_embedding_space('model-three', 3, 'fp3', true)")
     randomly = random.Random(15)
     for lane in LANES:
-        db.execute("select count(*) from emem.put_records(%s)", (json.dumps(records_of_lane(lane, randomly)),))
+        put(db, records_of_lane(lane, randomly))
     # The inactive space holds vectors too.
     db.execute(
         f"select count(emem.put_record_vector(record_id, {RANDOM_VECTOR % ',1'}, s.space_id))"
@@ -163,11 +164,12 @@ def target_database(db: psycopg.Connection) -> Iterator[str]:
     db.execute(f"drop database {name} with (force)")
 
 
+@pytest.mark.corpus(every_kind_of_data, read_only=True)  # dumped, never changed: the restores change their copies
 @pytest.mark.parametrize("jobs", [1, 2, 4])
 def test_parallel_restore_gives_equal_rows_indexes_and_answers(
-    db: psycopg.Connection, make_role: Callable[..., str], target_database: str, tmp_path: Path, jobs: int
+    db: psycopg.Connection, built: list[str], target_database: str, tmp_path: Path, jobs: int
 ) -> None:
-    roles = fill(db, make_role)
+    roles = built
     before = snapshot(db, roles)
     info = db.info
     connection = ["-h", info.host, "-p", str(info.port), "-U", info.user]
