@@ -14,7 +14,7 @@ import pytest
 from databases import MakeRole
 from finds import envelope, record_ids
 from psycopg import errors
-from records import put, with_random_vectors
+from writes import put, with_random_vectors
 
 VECTOR = "[1,0,0,0]"
 OWN, OTHER = 60, 150  # records tagged `common`, with "Q3" in their text, in each lane

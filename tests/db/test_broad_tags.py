@@ -7,8 +7,8 @@ import psycopg
 import pytest
 from databases import MakeRole
 from finds import envelope
-from records import put
 from vectors import unit
+from writes import put
 
 from emem_db.tuning import DEFAULT_TUNING
 

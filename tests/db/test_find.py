@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 import pytest
-import records
+import writes
 from databases import MakeRole
 from finds import envelope
 from psycopg import errors
@@ -33,7 +33,7 @@ def corpus(db: psycopg.Connection) -> psycopg.Connection:
 
 
 def put(db: psycopg.Connection, items: list[dict[str, Any]]) -> list[int]:
-    return records.put(db, items, lane="sales")
+    return writes.put(db, items, lane="sales")
 
 
 def disjoint_lists(db: psycopg.Connection, make_role: MakeRole) -> dict[str, list[int]]:

@@ -38,7 +38,7 @@ import pytest
 from databases import MakeRole
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from records import put
+from writes import put
 
 pytest_plugins = ["figures"]
 

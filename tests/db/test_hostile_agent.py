@@ -22,8 +22,8 @@ import pytest
 from clusters import throwaway_cluster
 from databases import MakeRole
 from psycopg import errors, sql
-from records import put
 from vectors import unit
+from writes import put
 
 pytest_plugins = ["figures"]
 

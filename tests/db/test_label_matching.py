@@ -9,8 +9,8 @@ import pytest
 from databases import MakeRole
 from finds import envelope, record_ids
 from psycopg import sql
-from records import put
 from releases import emulate_modules_of, require_legacy_modules, scratch_database
+from writes import put
 
 TAGS = [
     "customer:north-wind",

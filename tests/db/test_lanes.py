@@ -8,7 +8,7 @@ import psycopg
 import pytest
 from databases import MakeRole
 from psycopg import errors
-from records import put
+from writes import put
 
 TABLES = (
     "records",

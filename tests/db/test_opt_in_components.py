@@ -7,7 +7,7 @@ import pytest
 from checkout import ROOT
 from databases import MakeRole
 from finds import envelope, record_ids
-from records import put
+from writes import put
 
 from emem_db.profile import parse_profile
 from emem_db.registry import SEED_WEIGHTS

@@ -6,7 +6,7 @@ from typing import Any
 
 import psycopg
 import pytest
-import records
+import writes
 from databases import MakeRole
 from finds import envelope, record_ids
 from vectors import unit
@@ -31,7 +31,7 @@ def lane(db: psycopg.Connection) -> psycopg.Connection:
 
 
 def put(db: psycopg.Connection, items: list[dict[str, Any]]) -> list[int]:
-    return records.put(db, items, lane="l")
+    return writes.put(db, items, lane="l")
 
 
 def ranked(db: psycopg.Connection, profile: str, question: str, vector: list[float] | None = None) -> list[int]:

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 from databases import MakeRole
-from records import put
+from writes import put
 
 LANES = ("sales", "ops", "hr")
 RECORDS_PER_LANE = 400

@@ -27,7 +27,7 @@ from checkout import ROOT
 from databases import MakeRole
 from finds import envelope
 from psycopg import errors, sql
-from records import put
+from writes import put
 
 pytest_plugins = ["figures"]
 

@@ -1,4 +1,4 @@
-"""Writing records for the tests: one emem.put_records call (PYTEST_DONT_REWRITE: a helper module,
+"""Writing records in the tests: one emem.put_records call (PYTEST_DONT_REWRITE: a helper module,
 no assertions)."""
 
 import json
