@@ -4,7 +4,7 @@ round-robin in the proportions 40:35:20:5, without duplicates, every candidate k
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emem_db.merge import Candidate, interleave
+from emem_db.merge import TICK_EVERY, Candidate, interleave
 from emem_db.registry import SEED_WEIGHTS
 
 LOOKUP_LETTERS = {"record_vectors": "V", "tags": "T", "window_vectors": "W", "fulltext": "F"}
@@ -104,3 +104,32 @@ def test_each_share_of_any_prefix_follows_the_weights_within_one_slot(sizes: dic
             break  # a list is exhausted from here on: the proportions change by design
         for name, weight in SEED_WEIGHTS.items():
             assert abs(counts[name] - n * weight / total_weight) <= 1
+
+
+class Watched:
+    """A list that records how far the merge read it."""
+
+    def __init__(self, candidates: list[Candidate]) -> None:
+        self.candidates = candidates
+        self.furthest = -1
+
+    def __getitem__(self, index: int) -> Candidate:
+        self.furthest = max(self.furthest, index)
+        return self.candidates[index]
+
+
+def test_a_list_is_read_only_as_far_as_the_page_needs() -> None:
+    """A list may fetch its candidates as the merge reaches them: a page of 11 reads each list at
+    most one past its last placed candidate (to see that it holds another), never to its end."""
+    lists = {name: Watched(candidates) for name, candidates in disjoint_lists(dict.fromkeys(SEED_WEIGHTS, 500)).items()}
+    merged = interleave(lists, SEED_WEIGHTS, limit=11)
+    placed = {name: sum(p.placed_by == name for p in merged) for name in SEED_WEIGHTS}
+    assert placed == {"record_vectors": 4, "tags": 4, "window_vectors": 2, "fulltext": 1}
+    for name, watched in lists.items():
+        assert placed[name] - 1 <= watched.furthest <= placed[name], name
+
+
+def test_a_long_merge_lets_the_server_act_on_a_cancel_every_thousand_places() -> None:
+    ticks: list[int] = []
+    merged = interleave(disjoint_lists({"tags": 2_500}), {"tags": 1.0}, tick=lambda: ticks.append(len(ticks)))
+    assert len(merged) == 2_500 and len(ticks) == 2_500 // TICK_EVERY == 2

@@ -1,22 +1,10 @@
 """The in-database modules outside the server, with a small fake of plpy."""
 
-from typing import Any
-
 import pytest
+from fake_plpy import FakePlpy, FakePlpyError
 
 from emem_db._version import VERSION
 from emem_db.entry import STATE_KEY, Backend, backend
-
-
-class FakePlpyError(Exception):
-    def __init__(self, message: str, **fields: Any) -> None:
-        super().__init__(message)
-        self.fields = fields
-
-
-class FakePlpy:
-    def error(self, message: str, **fields: Any) -> None:
-        raise FakePlpyError(message, **fields)
 
 
 def test_loaded_modules_of_another_version_ask_to_reconnect() -> None:
