@@ -1,25 +1,38 @@
 """The SQL write API: each function, and each of its errors (a clear error, nothing written)."""
 
+import functools
 import json
 
 import psycopg
 import pytest
+import writes
+from databases import MakeRole
 from psycopg import errors
+from queries import scalar
+from writes import put_one
+
+
+def sales_lane_and_space(db: psycopg.Connection, make_role: MakeRole) -> int:
+    """Lane sales and an active space of 3 dimensions (its id)."""
+    db.execute("select emem.create_lane('sales')")
+    space_id: int = scalar(db, "select emem.create_embedding_space('test-model', 3, null, true)")
+    return space_id
+
+
+# The tests of the writes into a lane write into a clone of the lane and its space.
+SPACE = pytest.mark.corpus(sales_lane_and_space, read_only=False)
 
 
 @pytest.fixture
-def space(db: psycopg.Connection) -> int:
-    db.execute("select emem.create_lane('sales')")
-    return db.execute("select emem.create_embedding_space('test-model', 3, null, true)").fetchone()[0]
+def space(built: int) -> int:
+    return built
 
 
 def count(db: psycopg.Connection, table: str) -> int:
     return db.execute(f"select count(*) from emem.{table}").fetchone()[0]
 
 
-def put(db: psycopg.Connection, content: str = "a note", **fields: object) -> int:
-    item = {"kind": "note", "content": content, "lane": "sales", **fields}
-    return db.execute("select record_id from emem.put_records(%s)", (json.dumps([item]),)).fetchone()[0]
+put = functools.partial(put_one, lane="sales")
 
 
 def test_create_lane_is_idempotent_and_checks_the_name(db: psycopg.Connection) -> None:
@@ -65,6 +78,7 @@ def test_embedding_space_gets_hnsw_indexes_and_one_is_active(db: psycopg.Connect
         db.execute("select emem.activate_embedding_space(99)")
 
 
+@SPACE
 def test_put_record_returns_its_id_with_tags(db: psycopg.Connection, space: int) -> None:
     record_id = db.execute(
         "select emem.put_record('note', 'Kowalski billed INV-2031', 'sales', array['Invoice', ' Project  Apollo '])"
@@ -75,6 +89,7 @@ def test_put_record_returns_its_id_with_tags(db: psycopg.Connection, space: int)
     ]
 
 
+@SPACE
 @pytest.mark.parametrize(
     ("item", "message"),
     [
@@ -102,6 +117,7 @@ def test_bad_record_is_refused_and_nothing_is_written(
     assert count(db, "records") == 0
 
 
+@SPACE
 def test_bulk_path_is_all_or_nothing_and_names_the_bad_item(db: psycopg.Connection, space: int) -> None:
     items = [
         {"kind": "note", "content": f"note {i}", "lane": "sales", "tags": ["t"], "vector": [1, i, 0]} for i in range(5)
@@ -116,6 +132,7 @@ def test_bulk_path_is_all_or_nothing_and_names_the_bad_item(db: psycopg.Connecti
     assert (count(db, "records"), count(db, "record_tags"), count(db, "record_vectors")) == (5, 5, 5)
 
 
+@SPACE
 def test_same_source_key_is_written_once(db: psycopg.Connection, space: int) -> None:
     first = put(db, "chunk", source_key="file:a#1")
     again = db.execute(
@@ -126,6 +143,7 @@ def test_same_source_key_is_written_once(db: psycopg.Connection, space: int) -> 
     assert count(db, "records") == 1
 
 
+@SPACE
 def test_vector_of_wrong_dimension_names_both(db: psycopg.Connection, space: int) -> None:
     record_id = put(db)
     with pytest.raises(
@@ -134,6 +152,7 @@ def test_vector_of_wrong_dimension_names_both(db: psycopg.Connection, space: int
         db.execute("select emem.put_record_vector(%s, '[1,2]')", (record_id,))
 
 
+@SPACE
 @pytest.mark.parametrize("vector", ["[NaN,1,1]", "[Infinity,1,1]"])
 def test_vector_with_nan_or_infinity_is_refused(db: psycopg.Connection, space: int, vector: str) -> None:
     record_id = put(db)
@@ -142,6 +161,7 @@ def test_vector_with_nan_or_infinity_is_refused(db: psycopg.Connection, space: i
     assert count(db, "record_vectors") == 0
 
 
+@SPACE
 def test_put_record_vector_replaces_and_checks(db: psycopg.Connection, space: int) -> None:
     record_id = put(db)
     db.execute("select emem.put_record_vector(%s, '[1,0,0]')", (record_id,))
@@ -162,6 +182,7 @@ def test_no_active_space_is_a_clear_error(db: psycopg.Connection) -> None:
         db.execute("select emem.put_record_vector(%s, '[1,0,0]')", (record_id,))
 
 
+@SPACE
 def test_tag_and_untag(db: psycopg.Connection, space: int) -> None:
     record_id = put(db)
     db.execute("select emem.tag_record(%s, array['A', 'b'])", (record_id,))
@@ -174,6 +195,7 @@ def test_tag_and_untag(db: psycopg.Connection, space: int) -> None:
         db.execute("select emem.tag_record(0, array['a'])")
 
 
+@SPACE
 def test_link_records_keeps_relation_and_property_labels(db: psycopg.Connection, space: int) -> None:
     kowalski, apollo = put(db, "Kowalski"), put(db, "Apollo migration")
     db.execute(
@@ -192,12 +214,13 @@ def test_link_records_keeps_relation_and_property_labels(db: psycopg.Connection,
 
 def conversation(db: psycopg.Connection, thread: str, turns: int, lane: str = "sales") -> list[int]:
     items = [
-        {"kind": "conversation", "content": f"turn {i}", "lane": lane, "thread_id": thread, "thread_position": i}
+        {"kind": "conversation", "content": f"turn {i}", "thread_id": thread, "thread_position": i}
         for i in range(turns)
     ]
-    return [r[0] for r in db.execute("select record_id from emem.put_records(%s)", (json.dumps(items),))]
+    return writes.put(db, items, lane=lane)
 
 
+@SPACE
 def test_window_over_consecutive_turns(db: psycopg.Connection, space: int) -> None:
     turns = conversation(db, "c1", 4)
     window_id = db.execute("select emem.put_window(%s, '[1,1,0]')", (turns[1:4],)).fetchone()[0]
@@ -206,6 +229,7 @@ def test_window_over_consecutive_turns(db: psycopg.Connection, space: int) -> No
     assert db.execute("select emem.put_window(%s, '[0,1,0]')", (turns[1:4],)).fetchone()[0] == window_id
 
 
+@SPACE
 @pytest.mark.parametrize(
     ("pick", "message"),
     [
@@ -225,6 +249,7 @@ def test_window_members_must_be_consecutive_records_of_one_thread(
     assert count(db, "windows") == 0
 
 
+@SPACE
 def test_label_intersection_is_exact(db: psycopg.Connection, space: int) -> None:
     both = put(db, "both", tags=["invoice", "customer:acme"])
     put(db, "only invoice", tags=["invoice"])
@@ -237,6 +262,7 @@ def test_label_intersection_is_exact(db: psycopg.Connection, space: int) -> None
         db.execute("select * from emem.records_with_all_tags(array[]::text[])")
 
 
+@SPACE
 def test_a_batch_may_not_repeat_a_source_key_within_a_lane(db: psycopg.Connection, space: int) -> None:
     db.execute("select emem.create_lane('hr')")
     item = {"kind": "note", "content": "chunk", "lane": "sales", "source_key": "file:a#1"}
@@ -246,6 +272,7 @@ def test_a_batch_may_not_repeat_a_source_key_within_a_lane(db: psycopg.Connectio
     assert [r[0] for r in rows] == [True, True]
 
 
+@SPACE
 def test_a_vector_may_come_as_pgvector_text(db: psycopg.Connection, space: int) -> None:
     as_text, as_array = put(db, "text", vector="[3,4,0]"), put(db, "array", vector=[3, 4, 0])
     stored = dict(db.execute("select record_id, embedding::text from emem.record_vectors").fetchall())
