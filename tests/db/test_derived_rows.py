@@ -10,23 +10,26 @@ from collections.abc import Callable
 
 import psycopg
 import pytest
+from databases import MakeRole
 from derived import derived_mismatch
 from psycopg import errors
+from queries import scalar
 
 
-def put(db: psycopg.Connection, lane: str, content: str) -> int:
-    return db.execute("select emem.put_record('note', %s, %s)", (content, lane)).fetchone()[0]
+def put_record(db: psycopg.Connection, lane: str, content: str) -> int:
+    """A note written with emem.put_record (one record's own path)."""
+    record_id: int = scalar(db, "select emem.put_record('note', %s, %s)", (content, lane))
+    return record_id
 
 
 def link(db: psycopg.Connection, a: int, b: int, relation: str, properties: str = "{}") -> int:
     return db.execute("select emem.link_records(%s, %s, %s, %s)", (a, b, relation, properties)).fetchone()[0]
 
 
-@pytest.fixture
-def linked(db: psycopg.Connection) -> list[int]:
+def edges_sharing_labels(db: psycopg.Connection, make_role: MakeRole) -> list[int]:
     """Six records in two lanes and edges sharing labels and ends, one a loop."""
     db.execute("select emem.create_lane('a'), emem.create_lane('b')")
-    ids = [put(db, "a" if i < 4 else "b", f"record {i}") for i in range(6)]
+    ids = [put_record(db, "a" if i < 4 else "b", f"record {i}") for i in range(6)]
     link(db, ids[0], ids[1], "audited_by", '{"team": "north-wind", "year": 2024}')
     link(db, ids[1], ids[2], "audited_by", '{"team": "north-wind"}')
     link(db, ids[2], ids[4], "paid", '{"invoice": "INV-7"}')
@@ -34,6 +37,15 @@ def linked(db: psycopg.Connection) -> list[int]:
     link(db, ids[0], ids[1], "paid", '{"year": 2024}')  # a second edge between the same ends
     assert derived_mismatch(db) == []
     return ids
+
+
+# Every test writes around the edges: each on a clone.
+pytestmark = pytest.mark.corpus(edges_sharing_labels, read_only=False)
+
+
+@pytest.fixture
+def linked(built: list[int]) -> list[int]:
+    return built
 
 
 def ends_of(db: psycopg.Connection, label: str) -> dict[int, int]:
