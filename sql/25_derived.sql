@@ -7,21 +7,27 @@
 
 -- A label's terms as the vocabularies hold them: known labels are not analysed again.
 create function emem._tag_terms(tag text) returns text[]
-language sql stable strict
+language plpgsql stable strict
 set search_path = pg_catalog, pg_temp
 as $$
-    select coalesce((select v.tag_terms from emem.tag_vocabulary as v where v.tag operator(pg_catalog.=) _tag_terms.tag limit 1),
-                    emem._label_terms(tag))
+#variable_conflict use_column
+begin
+    return (select coalesce((select v.tag_terms from emem.tag_vocabulary as v where v.tag operator(pg_catalog.=) _tag_terms.tag limit 1),
+                    emem._label_terms(tag)));
+end
 $$;
 comment on function emem._tag_terms(text) is 'A tag''s terms: from the tag vocabulary when any lane knows the tag, else analysed.';
 
 create function emem._tag_namespace_terms(tag text) returns text[]
-language sql stable strict
+language plpgsql stable strict
 set search_path = pg_catalog, pg_temp
 as $$
-    select coalesce((select v.namespace_terms from emem.tag_vocabulary as v
+#variable_conflict use_column
+begin
+    return (select coalesce((select v.namespace_terms from emem.tag_vocabulary as v
                      where v.tag operator(pg_catalog.=) _tag_namespace_terms.tag limit 1),
-                    emem._label_namespace_terms(tag))
+                    emem._label_namespace_terms(tag)));
+end
 $$;
 comment on function emem._tag_namespace_terms(text) is 'A tag''s namespace terms: from the tag vocabulary when known, else analysed.';
 
@@ -107,36 +113,73 @@ comment on function emem._edge_label_texts(text, jsonb) is 'The labels of an edg
 -- The labels of these edges written: a row per end and label, and each new label in the
 -- vocabulary of its from end's lane (the lane its writer writes).
 create function emem._write_edge_labels(edge_ids bigint[]) returns void
-language sql
+language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
-    with labelled as materialized (
-        select e.edge_id, e.from_record_id, e.to_record_id, e.from_lane_name, e.to_lane_name, l.label,
-               coalesce(known.label_terms, emem._label_terms(l.label)) as label_terms,
-               coalesce(known.namespace_terms, emem._label_namespace_terms(l.label)) as namespace_terms
-        from emem.edges as e
-        cross join lateral emem._edge_label_texts(e.relation, e.properties) as l (label)
-        left join lateral (select v.label_terms, v.namespace_terms from emem.edge_label_vocabulary as v
-                           where v.label = l.label limit 1) as known on true
-        where e.edge_id = any (edge_ids)
-    ), ends as (
-        insert into emem.edge_labels (record_id, lane_name, label, edge_id, far_record_id, far_lane_name,
-                                      label_terms, namespace_terms)
-        select ends.record_id, ends.lane_name, n.label, n.edge_id, ends.far_record_id, ends.far_lane_name,
-               n.label_terms, n.namespace_terms
-        from labelled as n
-        cross join lateral (values (n.from_record_id, n.from_lane_name, n.to_record_id, n.to_lane_name, true),
-                                   (n.to_record_id, n.to_lane_name, n.from_record_id, n.from_lane_name, false))
-            as ends (record_id, lane_name, far_record_id, far_lane_name, is_from)
-        where ends.is_from or n.from_record_id <> n.to_record_id  -- a loop: one row
-        order by n.label, ends.record_id, n.edge_id
-        on conflict do nothing
+declare
+    found record;
+begin
+    -- In steps over arrays (each statement reads one table, then writes from the arrays), which a
+    -- Citus cluster runs as the one node does: the labels of the edges, their terms (known ones
+    -- from the vocabulary, not analysed again), then the rows.
+    select pg_catalog.array_agg(e.edge_id) as edge_ids, pg_catalog.array_agg(e.from_record_id) as from_ids,
+           pg_catalog.array_agg(e.to_record_id) as to_ids, pg_catalog.array_agg(e.from_lane_name) as from_lanes,
+           pg_catalog.array_agg(e.to_lane_name) as to_lanes, pg_catalog.array_agg(l.label) as labels
+    into found
+    from emem.edges as e cross join lateral emem._edge_label_texts(e.relation, e.properties) as l (label)
+    where e.edge_id = any (edge_ids);
+    if found.edge_ids is null then
+        return;
+    end if;
+    with label_terms as (
+        select l.label, coalesce(v.label_terms, emem._label_terms(l.label)) as label_terms,
+               coalesce(v.namespace_terms, emem._label_namespace_terms(l.label)) as namespace_terms
+        from (select distinct pg_catalog.unnest(found.labels) as label) as l
+        left join (select distinct on (k.label) k.label, k.label_terms, k.namespace_terms
+                   from emem.edge_label_vocabulary as k where k.label = any (found.labels)
+                   order by k.label) as v on v.label = l.label
+    ), labelled as (
+        select w.*, t.label_terms, t.namespace_terms
+        from rows from (pg_catalog.unnest(found.edge_ids), pg_catalog.unnest(found.from_ids),
+                        pg_catalog.unnest(found.to_ids), pg_catalog.unnest(found.from_lanes),
+                        pg_catalog.unnest(found.to_lanes), pg_catalog.unnest(found.labels))
+             as w (edge_id, from_record_id, to_record_id, from_lane_name, to_lane_name, label)
+        join label_terms as t on t.label = w.label
     )
-    insert into emem.edge_label_vocabulary (lane_name, label, label_terms, namespace_terms)
-    select distinct on (n.from_lane_name, n.label) n.from_lane_name, n.label, n.label_terms, n.namespace_terms
+    select pg_catalog.array_agg(n.label order by n.label, ends.record_id, n.edge_id) as labels,
+           pg_catalog.array_agg(n.edge_id order by n.label, ends.record_id, n.edge_id) as edge_ids,
+           pg_catalog.array_agg(ends.record_id order by n.label, ends.record_id, n.edge_id) as ends,
+           pg_catalog.array_agg(ends.lane_name order by n.label, ends.record_id, n.edge_id) as lanes,
+           pg_catalog.array_agg(ends.far_record_id order by n.label, ends.record_id, n.edge_id) as far_ends,
+           pg_catalog.array_agg(ends.far_lane_name order by n.label, ends.record_id, n.edge_id) as far_lanes,
+           pg_catalog.array_agg(n.label_terms::text order by n.label, ends.record_id, n.edge_id) as terms,
+           pg_catalog.array_agg(n.namespace_terms::text order by n.label, ends.record_id, n.edge_id) as namespaces,
+           pg_catalog.array_agg(ends.is_from order by n.label, ends.record_id, n.edge_id) as from_end
+    into found
     from labelled as n
-    order by n.from_lane_name, n.label
-    on conflict do nothing
+    cross join lateral (values (n.from_record_id, n.from_lane_name, n.to_record_id, n.to_lane_name, true),
+                               (n.to_record_id, n.to_lane_name, n.from_record_id, n.from_lane_name, false))
+        as ends (record_id, lane_name, far_record_id, far_lane_name, is_from)
+    where ends.is_from or n.from_record_id <> n.to_record_id;  -- a loop: one row
+    insert into emem.edge_labels (record_id, lane_name, label, edge_id, far_record_id, far_lane_name,
+                                  label_terms, namespace_terms)
+    select w.record_id, w.lane_name, w.label, w.edge_id, w.far_record_id, w.far_lane_name, w.terms::text[],
+           w.namespaces::text[]
+    from rows from (pg_catalog.unnest(found.ends), pg_catalog.unnest(found.lanes), pg_catalog.unnest(found.labels),
+                    pg_catalog.unnest(found.edge_ids), pg_catalog.unnest(found.far_ends), pg_catalog.unnest(found.far_lanes),
+                    pg_catalog.unnest(found.terms), pg_catalog.unnest(found.namespaces))
+         as w (record_id, lane_name, label, edge_id, far_record_id, far_lane_name, terms, namespaces)
+    on conflict do nothing;
+    -- Each new label in the vocabulary of its from end's lane (the lane its writer writes).
+    insert into emem.edge_label_vocabulary (lane_name, label, label_terms, namespace_terms)
+    select distinct on (w.lane_name, w.label) w.lane_name, w.label, w.terms::text[], w.namespaces::text[]
+    from rows from (pg_catalog.unnest(found.lanes), pg_catalog.unnest(found.labels), pg_catalog.unnest(found.terms),
+                    pg_catalog.unnest(found.namespaces), pg_catalog.unnest(found.from_end))
+         as w (lane_name, label, terms, namespaces, is_from)
+    where w.is_from
+    order by w.lane_name, w.label
+    on conflict do nothing;
+end
 $$;
 comment on function emem._write_edge_labels(bigint[]) is
   'Writes the label rows (one per end and label) of these edges and adds new labels to the from ends'' lanes'' label vocabulary.';
@@ -228,9 +271,11 @@ comment on function emem._delete_windows(bigint[]) is 'Deletes windows with thei
 
 -- Records queued in every space where they lack a vector (an entry already there is kept).
 create function emem._queue_records(record_ids bigint[]) returns void
-language sql
+language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
+#variable_conflict use_column
+begin
     insert into emem.embedding_queue (space_id, lane_name, record_id)
     select s.space_id, r.lane_name, r.record_id
     from emem.records as r cross join emem.embedding_spaces as s
@@ -238,7 +283,8 @@ as $$
       and not exists (select from emem.record_vectors as v
                       where v.record_id = r.record_id and v.space_id = s.space_id and v.lane_name = r.lane_name)
     order by r.lane_name, s.space_id, r.record_id
-    on conflict do nothing
+    on conflict do nothing;
+end
 $$;
 comment on function emem._queue_records(bigint[]) is 'Queues these records in every embedding space where they lack a vector.';
 
@@ -248,32 +294,40 @@ create function emem._sync_runs(runs emem._window_run[]) returns void
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    lane text;
+    in_lane text[];
+    current text[];
 begin
-    if pg_catalog.cardinality(runs) = 0 then
-        return;
-    end if;
-    delete from emem.embedding_queue as q
-    where q.queue_id in (
-        select e.queue_id
-        from (select distinct r.* from pg_catalog.unnest(runs) as r) as run
-        join emem.embedding_queue as e
-          on e.record_id is null and (e.lane_name, e.thread_kind, e.thread_id, e.first_position, e.last_position)
-                                     = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position)
-        where exists (select from emem.windows as w
-                      where w.space_id = e.space_id and w.embedding is not null
-                        and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
-                          = (e.lane_name, e.thread_kind, e.thread_id, e.first_position, e.last_position))
-        for update of e skip locked);
-    insert into emem.embedding_queue (space_id, lane_name, thread_kind, thread_id, first_position, last_position)
-    select s.space_id, run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position
-    from (select distinct r.* from pg_catalog.unnest(runs) as r) as run
-    cross join emem.embedding_spaces as s
-    where not exists (select from emem.windows as w
-                      where w.space_id = s.space_id and w.embedding is not null
-                        and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
-                          = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position))
-    order by run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position, s.space_id
-    on conflict do nothing;
+    -- Lane by lane: each statement keeps to one lane's rows (on a cluster, to one shard's).
+    for lane in select distinct r.lane_name from pg_catalog.unnest(runs) as r loop
+        in_lane := array(select pg_catalog.format('%s|%s|%s|%s', r.thread_kind, r.thread_id, r.first_position,
+                                                  r.last_position)
+                         from pg_catalog.unnest(runs) as r where r.lane_name = lane);
+        -- The spaces that hold a current window for each run, as 'space|kind|thread|first|last'.
+        current := array(
+            select pg_catalog.format('%s|%s|%s|%s|%s', w.space_id, w.thread_kind, w.thread_id, w.first_position,
+                                     w.last_position)
+            from emem.windows as w
+            where w.lane_name = lane and w.embedding is not null
+              and pg_catalog.format('%s|%s|%s|%s', w.thread_kind, w.thread_id, w.first_position, w.last_position)
+                  = any (in_lane));
+        delete from emem.embedding_queue as q
+        where q.queue_id in (
+            select e.queue_id from emem.embedding_queue as e
+            where e.lane_name = lane and e.record_id is null
+              and pg_catalog.format('%s|%s|%s|%s|%s', e.space_id, e.thread_kind, e.thread_id, e.first_position,
+                                    e.last_position) = any (current)
+            for update of e skip locked);
+        insert into emem.embedding_queue (space_id, lane_name, thread_kind, thread_id, first_position, last_position)
+        select s.space_id, lane, r.thread_kind, r.thread_id, r.first_position, r.last_position
+        from (select distinct r.* from pg_catalog.unnest(runs) as r where r.lane_name = lane) as r
+        cross join emem.embedding_spaces as s
+        where pg_catalog.format('%s|%s|%s|%s|%s', s.space_id, r.thread_kind, r.thread_id, r.first_position,
+                                r.last_position) <> all (current)
+        order by r.thread_kind, r.thread_id, r.first_position, r.last_position, s.space_id
+        on conflict do nothing;
+    end loop;
 end
 $$;
 comment on function emem._sync_runs(emem._window_run[]) is
@@ -281,13 +335,23 @@ comment on function emem._sync_runs(emem._window_run[]) is
 
 -- Record vectors written: their entries are done (an entry a worker holds is left to it).
 create function emem._dequeue_records(space_id integer, record_ids bigint[]) returns void
-language sql
+language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
-    delete from emem.embedding_queue as q
-    where q.queue_id in (select e.queue_id from emem.embedding_queue as e
-                         where e.space_id = _dequeue_records.space_id and e.record_id = any (record_ids)
-                         for update of e skip locked)
+#variable_conflict use_column
+declare
+    lane text;
+begin
+    -- Lane by lane: a lock taken on one lane's rows at a time (on a cluster, one shard's).
+    for lane in select distinct e.lane_name from emem.embedding_queue as e
+                where e.space_id = _dequeue_records.space_id and e.record_id = any (record_ids) loop
+        delete from emem.embedding_queue as q
+        where q.queue_id in (select e.queue_id from emem.embedding_queue as e
+                             where e.lane_name = lane and e.space_id = _dequeue_records.space_id
+                               and e.record_id = any (record_ids)
+                             for update of e skip locked);
+    end loop;
+end
 $$;
 comment on function emem._dequeue_records(integer, bigint[]) is 'Takes records whose vector was written in a space off its queue.';
 
@@ -295,9 +359,12 @@ comment on function emem._dequeue_records(integer, bigint[]) is 'Takes records w
 -- only queued.
 create function emem._runs_holding(record_ids bigint[])
 returns table (lane_name text, thread_kind emem.record_kind, thread_id text, first_position integer, last_position integer)
-language sql stable
+language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position
     from emem.window_members as m join emem.windows as w on w.window_id = m.window_id and w.lane_name = m.lane_name
     where m.record_id = any (record_ids)
@@ -307,7 +374,8 @@ as $$
     join emem.embedding_queue as q
       on q.record_id is null and q.lane_name = r.lane_name and q.thread_kind = r.kind and q.thread_id = r.thread_id
      and r.thread_position between q.first_position and q.last_position
-    where r.record_id = any (record_ids)
+    where r.record_id = any (record_ids);
+end
 $$;
 comment on function emem._runs_holding(bigint[]) is 'The window runs (in any space, or queued) that hold any of the records.';
 

@@ -160,10 +160,12 @@ comment on function emem._check_vector(public.vector, emem.embedding_spaces, tex
 -- What is wrong with one item of put_records, or NULL. The cheap checks of shape and size; the
 -- values that need a cast (occurred_at, a vector) are parsed afterwards.
 create function emem._item_problem(item jsonb, writable text[]) returns text
-language sql stable
+language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
-    select case
+#variable_conflict use_column
+begin
+    return (select case
         when pg_catalog.jsonb_typeof(item) <> 'object' then 'is not a JSON object'
         when exists (select from pg_catalog.jsonb_object_keys(item) as k
                      where k <> all (array['kind', 'content', 'lane', 'tags', 'authority', 'occurred_at',
@@ -215,7 +217,8 @@ as $$
         when item ? 'vector' and (pg_catalog.jsonb_typeof(item->'vector') not in ('array', 'string')
              or pg_catalog.length((item->'vector')::text) > 100000)
             then 'vector must be an array of numbers, or pgvector''s text of one such as "[0.1,0.2,...]"'
-        end
+        end);
+end
 $$;
 comment on function emem._item_problem(jsonb, text[]) is
   'What is wrong with one item of emem.put_records (shape, sizes, lane), or NULL.';
@@ -245,6 +248,22 @@ $$;
 comment on function emem._first_uncastable(jsonb, text, text) is
   'The number of the first item whose field does not cast to the type, and the cast''s message (for put_records'' errors).';
 
+-- The records the items' lanes hold already under the items' source keys: {"lane/key": id} (a lane
+-- name holds no '/').
+create function emem._stored_keys(items jsonb) returns jsonb
+language plpgsql stable
+set search_path = pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+begin
+    return (select coalesce(pg_catalog.jsonb_object_agg(r.lane_name || '/' || r.source_key, r.record_id), '{}')
+    from emem.records as r
+    where (r.lane_name, r.source_key) in (select i->>'lane', i->>'source_key' from pg_catalog.jsonb_array_elements(items) as i
+                                          where i ? 'source_key'));
+end
+$$;
+comment on function emem._stored_keys(jsonb) is 'The ids of the records the items'' lanes hold under their source keys, by lane/key.';
+
 create function emem.put_records(items jsonb, space_id integer default null)
 returns table (item_number integer, record_id bigint, created boolean)
 language plpgsql
@@ -265,6 +284,7 @@ declare
     tag_records bigint[];
     tag_lanes text[];
     tag_names text[];
+    stored jsonb;
 begin
     if items is null or pg_catalog.jsonb_typeof(items) <> 'array' then
         raise exception 'items must be a JSON array of record objects' using errcode = '22023';
@@ -349,9 +369,9 @@ begin
     end if;
 
     -- An item whose source key its lane holds already is not written again.
+    stored := emem._stored_keys(items);
     stored_ids := array(
-        select (select r.record_id from emem.records as r
-                where r.lane_name = i.item->>'lane' and r.source_key = i.item->>'source_key')
+        select (stored->>((i.item->>'lane') || '/' || (i.item->>'source_key')))::bigint
         from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
         order by i.n);
     new_ids := array(
@@ -406,14 +426,16 @@ begin
     end if;
     perform emem._queue_records(created_ids);
 
+    -- A key a concurrent writer stored meanwhile: that writer's record.
+    if pg_catalog.cardinality(created_ids) < pg_catalog.cardinality(pg_catalog.array_remove(new_ids, null)) then
+        stored := emem._stored_keys(items);
+    end if;
     return query
     select i.n::integer,
-           case when new_ids[i.n] in (select pg_catalog.unnest(created_ids)) then new_ids[i.n]
-                else coalesce(stored_ids[i.n],
-                              (select r.record_id from emem.records as r
-                               where r.lane_name = i.item->>'lane' and r.source_key = i.item->>'source_key'))
+           case when new_ids[i.n] = any (created_ids) then new_ids[i.n]
+                else coalesce(stored_ids[i.n], (stored->>((i.item->>'lane') || '/' || (i.item->>'source_key')))::bigint)
            end,
-           new_ids[i.n] in (select pg_catalog.unnest(created_ids))
+           new_ids[i.n] = any (created_ids)
     from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
     order by i.n;
 end
@@ -716,7 +738,7 @@ begin
     if embedding is not null then
         perform emem._check_vector(embedding, space, 'the window vector');
     end if;
-    select pg_catalog.min(r.kind) as kind, pg_catalog.count(distinct r.kind) as kinds,
+    select pg_catalog.min(r.kind::text)::emem.record_kind as kind, pg_catalog.count(distinct r.kind) as kinds,
            pg_catalog.min(r.thread_id) as thread_id, pg_catalog.count(distinct r.thread_id) as threads,
            pg_catalog.min(r.lane_name) as lane_name, pg_catalog.count(distinct r.lane_name) as lanes,
            pg_catalog.min(r.thread_position) as first_position, pg_catalog.max(r.thread_position) as last_position,
