@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from doubles import HashGateway
 from http_service import ServiceProcess
-from test_ingest import HashGateway
 
 from emem_client import Client
 from emem_client.access import new_token

@@ -4,7 +4,6 @@ The embedding gateway is HashGateway: 8-dimension vectors made from a hash of th
 double of the gateway, not of PostgreSQL), so a vector tells which text was embedded.
 """
 
-import hashlib
 import json
 import os
 import random
@@ -17,9 +16,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from doubles import CONVERSATIONS, HashGateway, hash_vector
 from vectors import unit
 
-from emem_client import Client, ModelDeclaration
+from emem_client import Client
 from emem_client.gateways import GATEWAY_DOWN, GatewayError
 from emem_client.ingest import (
     IngestError,
@@ -35,25 +35,6 @@ from emem_client.ingest import (
 )
 
 QUIET = IngestOptions(lane="team", progress=False)
-
-
-class HashGateway:
-    """Deterministic vectors: 8 coordinates from the SHA-256 of the text; records what it embedded."""
-
-    def __init__(self, model_name: str = "test-hash-8") -> None:
-        self.model_name = model_name
-        self.embedded: list[str] = []
-
-    def declaration(self) -> ModelDeclaration:
-        return ModelDeclaration(self.model_name, 8, "hash-8")
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        self.embedded.extend(texts)
-        return [hash_vector(text) for text in texts]
-
-
-def hash_vector(text: str) -> list[float]:
-    return [(byte + 1) / 256 for byte in hashlib.sha256(text.encode()).digest()[:8]]
 
 
 @pytest.fixture
@@ -72,29 +53,6 @@ def client(db: psycopg.Connection, gateway: HashGateway) -> Client:
 def write_json(path: Path, value: Any) -> Path:
     path.write_text(json.dumps(value), encoding="utf-8")
     return path
-
-
-CONVERSATIONS = [
-    {
-        "id": "standup-1",
-        "tags": ["ops"],
-        "occurred_at": "2024-03-04T09:00:00Z",
-        "turns": [
-            {"speaker": "Maya", "content": "The finance export failed again, ticket OPS-1432."},
-            {"speaker": "Tomás", "content": "It runs on the replica now."},
-            {"speaker": "Maya", "content": "Yes, since two weeks.", "occurred_at": "2024-03-04T09:02:00Z"},
-            "Then let us turn on hot_standby_feedback.",
-        ],
-    },
-    {
-        "id": "review-2",
-        "lane": "docs",
-        "turns": [
-            {"speaker": "Priya", "content": "Disk grew 40 GB."},
-            {"speaker": "Jonas", "content": "Dead tuples pile up."},
-        ],
-    },
-]
 
 
 def thread_rows(db: psycopg.Connection, thread_id: str) -> list[tuple]:

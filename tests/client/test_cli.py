@@ -19,10 +19,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from test_client import missing_extension_message
+from doubles import CONVERSATIONS, HashGateway, missing_extension_message
 from test_embedded_model import MODEL as EMBEDDED_MODEL
 from test_embedded_model import MODEL_FINGERPRINT as EMBEDDED_FINGERPRINT
-from test_ingest import CONVERSATIONS, HashGateway
 
 from emem_client import cli
 

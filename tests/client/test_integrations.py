@@ -14,11 +14,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from doubles import DAY, INVOICE_AXIS, MEETING_AXIS, WEATHER_AXIS, StubGateway
 from langchain_core.documents import Document
 from langchain_core.runnables import RunnableLambda
 from llama_index.core.schema import NodeWithScore
 from pydantic import ValidationError
-from test_client import DAY, INVOICE_AXIS, MEETING_AXIS, WEATHER_AXIS, StubGateway
 
 from emem_client import GATEWAY_DOWN, AsyncClient, Client, EmbeddedGateway, GatewayError
 from emem_client.integrations import langchain, llamaindex
