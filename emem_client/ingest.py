@@ -33,11 +33,9 @@ import hashlib
 import json
 import math
 import os
-import random
 import re
 import stat
 import textwrap
-import time
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +46,13 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import pq
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 from tqdm import tqdm
 
 from emem_client import calls
@@ -77,9 +82,12 @@ MAX_PROPERTIES_BYTES = 64 * 1024
 # connection or a server failure is not the input's fault and stops the ingest.
 REFUSED = (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError)
 # Concurrent writers of the same keys may meet a deadlock or a serialization failure: the call is
-# tried again after each of these delays (seconds, with jitter), then the error stops the ingest.
+# tried again seven times, after random pauses growing from 0.05 to 3.2 seconds (about 10 s in all),
+# then the error stops the ingest.
 RETRIED = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
-RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2)
+RETRY_ATTEMPTS = 8
+RETRY_FIRST_DELAY = 0.05
+RETRY_LONGEST_DELAY = 3.2
 ITEM_NUMBER = re.compile(r"^item (\d+): ")  # how put_records names the item it refuses (from 1)
 
 
@@ -1004,14 +1012,14 @@ class Ingester:
     def execute(self, call: calls.Call[T]) -> T:
         """Runs a Call; a deadlock or serialization failure is tried again after a while, unless the
         caller holds a transaction open on the client's connection (a new try could not help there)."""
-        for delay in RETRY_DELAYS:
-            try:
-                return self.client.run(call)
-            except RETRIED:
-                if self.in_callers_transaction():
-                    raise
-                time.sleep(delay * random.uniform(0.5, 1.5))
-        return self.client.run(call)
+        retrying = Retrying(
+            stop=stop_after_attempt(RETRY_ATTEMPTS),
+            wait=wait_random_exponential(multiplier=RETRY_FIRST_DELAY, max=RETRY_LONGEST_DELAY),
+            retry=retry_if_exception_type(RETRIED) & retry_if_exception(lambda _: not self.in_callers_transaction()),
+            reraise=True,
+        )
+        answer: T = retrying(self.client.run, call)
+        return answer
 
     def in_callers_transaction(self) -> bool:
         source = self.client.source
