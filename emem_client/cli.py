@@ -38,7 +38,7 @@ from emem_client.gateway_options import (
     OPENAI_DEFAULT_URL,
 )
 from emem_client.gateway_options import make_gateway as gateway_named
-from emem_client.gateways import Gateway, GatewayError
+from emem_client.gateways import Gateway, GatewayError, extra_install_command
 from emem_client.ingest import (
     DEFAULT_LANE,
     IngestError,
@@ -902,7 +902,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except ImportError as error:
         raise CommandError(
             f"the HTTP service needs the server extra ({error.name} is not installed): "
-            "pip install 'emem-client[server]'"
+            f"{extra_install_command('server')}"
         ) from None
     try:
         settings = ServiceSettings(
@@ -987,7 +987,7 @@ def run_mcp(args: argparse.Namespace) -> int:
     try:
         from emem_client import mcp_server  # the mcp SDK loads only for this command
     except ModuleNotFoundError as error:
-        raise CommandError(f"emem mcp needs the mcp extra: pip install 'emem-client[mcp]' ({error})") from None
+        raise CommandError(f"emem mcp needs the mcp extra: {extra_install_command('mcp')} ({error})") from None
 
     dsn, gateway = option(args, "dsn"), make_gateway(args)
     settings = {"lane": args.lane, "limits": Limits(statement_timeout=args.statement_timeout)}
