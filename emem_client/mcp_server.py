@@ -14,6 +14,7 @@ database's message and hint; a database that is down fails a call within the poo
 """
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar, cast
 from urllib.parse import urlsplit
@@ -88,6 +89,17 @@ Question = Annotated[
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class TimelinePage:
+    """Records by date between from_time and to_time (inclusive; None: that end is open), oldest first."""
+
+    from_time: datetime | None
+    to_time: datetime | None
+    page: int
+    page_size: int
+    records: list[RecordSummary]
+
+
 class EmemTools:
     """The tools, each one call of the service layer acting as the caller's role.
 
@@ -122,17 +134,18 @@ class EmemTools:
         page: Page = 1,
         page_size: PageSize = 30,
         ctx: Context,
-    ) -> list[RecordSummary]:
+    ) -> TimelinePage:
         """List records by the time they occurred, oldest first, between two moments (either may be left out);
         optionally only some kinds and only records with all the given tags."""
         start = assume_utc(from_time) if from_time else None
         end = assume_utc(to_time) if to_time else None
-        return await self.call(
+        records = await self.call(
             ctx,
             lambda caller: self.service.timeline(
                 caller, start, end, page, page_size, list(kinds) if kinds else None, tags
             ),
         )
+        return TimelinePage(start, end, page, page_size, records)
 
     async def remember(
         self,
@@ -142,7 +155,7 @@ class EmemTools:
             Literal["note", "conversation"],
             Field(description="note, or conversation for one turn of a conversation (then give thread_id)"),
         ] = "note",
-        tags: Tags | None = None,
+        tags: Annotated[Tags | None, Field(description="Labels, e.g. invoice, project apollo, customer:acme")] = None,
         lane: Annotated[
             str | None,
             Field(

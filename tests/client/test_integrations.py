@@ -25,7 +25,18 @@ from emem_client import GATEWAY_DOWN, AsyncClient, Client, EmbeddedGateway, Gate
 from emem_client.integrations import langchain, llamaindex
 
 WEATHER = "How was the weather?"
-PROVENANCE = {"source", "record_id", "rank", "lane", "kind", "tags", "distance", "distance_kind", "placed_by", "found_by"}
+PROVENANCE = {
+    "source",
+    "record_id",
+    "rank",
+    "lane",
+    "kind",
+    "tags",
+    "distance",
+    "distance_kind",
+    "placed_by",
+    "found_by",
+}
 PAGE_KEYS = {"windows", "page", "total_pages", "total_candidates", "degraded", "degraded_reason", "totals_exact"}
 
 
