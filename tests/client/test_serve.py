@@ -22,6 +22,7 @@ from clusters import Cluster, throwaway_cluster
 from http_service import ServiceProcess, free_port
 
 from emem_client.access import new_token, token_hash
+from emem_client.gateways import extra_install_command
 
 DOWN_GATEWAY = ["--gateway", "openai", "--openai-base-url", "http://127.0.0.1:9"]  # nothing listens on port 9
 
@@ -140,7 +141,7 @@ def test_serve_without_the_server_extra_says_how_to_install_it() -> None:
     code, output = run_until_exit([sys.executable, "-c", without_fastapi, "serve", "--no-auth"])
     assert code == 1
     assert (
-        "the HTTP service needs the server extra (fastapi is not installed): pip install 'emem-client[server]'"
+        f"the HTTP service needs the server extra (fastapi is not installed): {extra_install_command('server')}"
         in output
     )
 
