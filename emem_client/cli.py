@@ -28,6 +28,7 @@ from typing import Any, TypeAlias
 import psycopg
 
 from emem_client import __version__, calls
+from emem_client.calls import assume_utc
 from emem_client.client import Client, run_on, server_of, with_vector_type
 from emem_client.embed import EmbedError, EmbedOptions, EmbedReport, embed_queue
 from emem_client.gateway_options import (
@@ -39,21 +40,12 @@ from emem_client.gateway_options import (
 )
 from emem_client.gateway_options import make_gateway as gateway_named
 from emem_client.gateways import Gateway, GatewayError, extra_install_command
-from emem_client.ingest import (
-    DEFAULT_LANE,
-    IngestError,
-    IngestOptions,
-    IngestReport,
-    WindowShape,
-    assume_utc,
-    ingest_conversations,
-    ingest_files,
-    ingest_notes,
-)
+from emem_client.ingest import ingest_conversations, ingest_files, ingest_notes
 from emem_client.service import Limits, ServiceError, StartupError, classify
 from emem_client.service_settings import LIMITS, ServiceSettings, default_setting, flag
 from emem_client.setup_defaults import default_conninfo
 from emem_client.types import FindPage, FindRow, Health, RecordSummary, RegisteredLookup
+from emem_client.units import DEFAULT_LANE, IngestError, IngestOptions, IngestReport, WindowShape
 
 
 class ExitCode(IntEnum):
@@ -676,6 +668,10 @@ def print_report(report: IngestReport) -> None:
         out(f"skipped {len(report.problems)} item(s):")
         for problem in report.problems:
             out(f"  {problem.source}: {problem.reason}")
+    if report.skipped_files:
+        out(f"not read: {len(report.skipped_files)} file(s) of the folders that are no documents:")
+        for skipped in report.skipped_files:
+            out(f"  {skipped.source}")
 
 
 def run_find(args: argparse.Namespace) -> int:

@@ -40,9 +40,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from emem_client import __version__
 from emem_client.access import AccessConfigError, AccessTokens, HostAllowList, bearer_token, is_loopback
+from emem_client.calls import assume_utc
 from emem_client.gateway_options import gateway_from_environment
 from emem_client.gateways import EmbeddedGateway, Gateway
-from emem_client.ingest import assume_utc
 from emem_client.service import (
     MAX_PAGE,
     MAX_PAGE_SIZE,

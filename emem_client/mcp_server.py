@@ -33,8 +33,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from emem_client import __version__
 from emem_client.access import AccessTokens, HostAllowList, bearer_token
+from emem_client.calls import assume_utc
 from emem_client.gateways import Gateway
-from emem_client.ingest import MAX_KEY_CHARS, assume_utc
 from emem_client.service import (
     MAX_PAGE,
     MAX_PAGE_SIZE,
@@ -50,6 +50,7 @@ from emem_client.service import (
     warm_up,
 )
 from emem_client.types import FindPage, Health, RecordSummary
+from emem_client.units import MAX_KEY_CHARS
 
 # Where the HTTP access check leaves the caller's role, in the request's state.
 ROLE_STATE = "emem_role"

@@ -26,8 +26,8 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from emem_client import calls
 from emem_client.aio import AsyncClient
 from emem_client.gateways import Gateway, GatewayError
-from emem_client.ingest import IngestOptions
 from emem_client.types import FindPage, Health, RecordSummary
+from emem_client.units import IngestOptions
 
 logger = logging.getLogger("emem.service")
 
@@ -67,6 +67,14 @@ SITUATIONS = {
         Situation("unauthenticated", "no bearer token, or an unknown one", None, 401, "HTTP 401"),
         Situation("forbidden", "the role may not read or write that lane (SQLSTATE 42501)", 1, 403, "tool error"),
         Situation("duplicate", "the record or link exists already (SQLSTATE 23505)", 1, 409, "tool error"),
+        Situation(
+            "refused",
+            "the database refused the call for a reason its message and hint give (e.g. SQLSTATE 55000: "
+            "a space that lacks vectors)",
+            1,
+            409,
+            "tool error",
+        ),
         Situation("too_large", "the request body is larger than the service accepts", None, 413, "HTTP 413"),
         Situation("host_not_allowed", "the Host or Origin header is off the allow-list", None, 421, "HTTP 421"),
         Situation(
@@ -113,6 +121,8 @@ class StartupError(Exception):
     """A network service cannot start; the message says what to change."""
 
 
+# Failures of the server itself (system errors, internal errors): their text stays in the log.
+SERVER_FAILURE_CLASSES = frozenset({"58", "XX"})
 SITUATION_OF_SQLSTATE = {"42501": "forbidden", "23505": "duplicate", "3F000": "extension_missing"}
 SITUATION_OF_SQLSTATE_CLASS = {
     "22": "bad_input",
@@ -148,6 +158,8 @@ def database_error(error: psycopg.Error) -> ServiceError:
             return ServiceError("unavailable", f"the database cannot be reached: {str(error).strip()}")
         if isinstance(error, psycopg.DataError):  # refused before it was sent, e.g. a NUL character
             return ServiceError("bad_input", str(error).strip())
+    if situation is None and diagnostic.message_primary and state[:2] not in SERVER_FAILURE_CLASSES:
+        situation = "refused"
     if situation is None or not diagnostic.message_primary:
         logger.error("database error %s: %s", state, str(error).strip())
         return ServiceError("server_failure", "internal database error; the server's log has the details", None, state)

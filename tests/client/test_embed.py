@@ -34,7 +34,8 @@ from emem_client import Client, EmbeddedGateway, OpenAIGateway, cli
 from emem_client.calls import window_text
 from emem_client.embed import EmbedError, EmbedOptions, embed_queue
 from emem_client.gateways import FINGERPRINT_PROBE
-from emem_client.ingest import IngestOptions, ingest_conversations, ingest_notes
+from emem_client.ingest import ingest_conversations, ingest_notes
+from emem_client.units import IngestOptions
 
 MODEL = "fake-embed-8"
 PROJECTED_MODEL = "minilm-projected-256"

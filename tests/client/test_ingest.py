@@ -21,18 +21,10 @@ from vectors import unit
 
 from emem_client import Client
 from emem_client.gateways import GATEWAY_DOWN, GatewayError
-from emem_client.ingest import (
-    IngestError,
-    IngestOptions,
-    IngestReport,
-    WindowShape,
-    chunk_text,
-    html_text,
-    ingest_conversations,
-    ingest_files,
-    ingest_notes,
-    read_notes,
-)
+from emem_client.documents import Block, BlockKind, chunk_text, chunks_of, read_document
+from emem_client.ingest import ingest_conversations, ingest_files, ingest_notes
+from emem_client.sources import read_notes
+from emem_client.units import IngestError, IngestOptions, IngestReport, WindowShape
 
 QUIET = IngestOptions(lane="team", progress=False)
 
@@ -149,15 +141,16 @@ def test_window_runs_stop_at_gaps_and_end_at_the_last_record() -> None:
 
 
 def test_html_text_drops_tags_scripts_and_navigation() -> None:
-    title, text = html_text(
+    document = read_document(
         "<html><head><title>20.6. Replication</title><style>p {color: red}</style></head><body>"
         '<div class="navheader"><a href="x">Prev</a> Up</div>'
         "<h2>Sending Servers</h2><p>Set <code>max_wal_senders</code> &amp; restart.<br/>Then check.</p>"
         "<script>alert('no')</script><ul><li>one</li><li>two</li></ul><footer>Submit correction</footer>"
-        "</body></html>"
+        "</body></html>",
+        ".html",
     )
-    assert title == "20.6. Replication"
-    assert [" ".join(p.split()) for p in text.split("\n\n") if p.strip()] == [
+    assert document.title == "20.6. Replication"
+    assert [block.text for block in document.blocks] == [
         "Sending Servers",
         "Set max_wal_senders & restart. Then check.",
         "one",
