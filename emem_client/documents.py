@@ -101,33 +101,14 @@ def inline_text(token: Token) -> str:
 # ---- HTML --------------------------------------------------------------------------------------
 
 HEADING_TAGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
-BLOCK_TAGS = frozenset(
-    {
-        "address",
-        "article",
-        "aside",
-        "blockquote",
-        "body",
-        "caption",
-        "dd",
-        "div",
-        "dl",
-        "dt",
-        "figcaption",
-        "figure",
-        "li",
-        "main",
-        "ol",
-        "p",
-        "section",
-        "table",
-        "tbody",
-        "thead",
-        "tr",
-        "ul",
-    }
+# Elements inside a paragraph's text; any other element is a block of its own (or holds blocks).
+INLINE_TAGS = frozenset(
+    "a abbr b bdi bdo cite code data del dfn em font i img ins kbd label mark q s samp small span strong sub sup "
+    "time tt u var wbr".split()
 )
-SKIPPED_TAGS = frozenset({"head", "script", "style", "noscript", "template", "nav", "header", "footer", "svg"})
+SKIPPED_TAGS = frozenset(
+    {"head", "title", "script", "style", "noscript", "template", "nav", "header", "footer", "svg", "button", "form"}
+)
 
 
 def html_document(html: str) -> Document:
@@ -166,15 +147,15 @@ def html_blocks(element: Tag) -> Iterator[Block]:
             heading = " ".join(child.get_text().split())
             if heading:
                 yield Block(heading, BlockKind.HEADING)
-        elif child.name in BLOCK_TAGS:
-            yield from flush()
-            yield from html_blocks(child)
         elif child.name in ("br", "hr"):
             inline.append("\n")
         elif child.name in ("td", "th"):
             inline.append(f" {child.get_text(' ')} ")
-        else:
+        elif child.name in INLINE_TAGS:
             inline.append(child.get_text())
+        else:
+            yield from flush()
+            yield from html_blocks(child)
     yield from flush()
 
 

@@ -25,6 +25,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from emem_client import calls
 from emem_client.aio import AsyncClient
+from emem_client.client import server_of
 from emem_client.gateways import Gateway, GatewayError
 from emem_client.types import FindPage, Health, RecordSummary
 from emem_client.units import IngestOptions
@@ -37,7 +38,7 @@ MAX_PAGE_SIZE = 1000
 MAX_PAGE = 100_000
 MAX_QUESTION_CHARS = 2000  # the default limit of a question's length
 # Failing fast beats waiting: a database that is down answers an agent within this many seconds.
-DEFAULT_CONNECT_TIMEOUT = 2.0
+DEFAULT_CONNECT_TIMEOUT = 1.5
 THREAD_POSITION_TAKEN = "one_record_per_thread_position"
 APPEND_ATTEMPTS = 3  # a turn appended while another writer appends to the same conversation is retried
 # The turns a remembered turn's window covers: those of ingest's conversation windows.
@@ -66,7 +67,7 @@ SITUATIONS = {
         Situation("bad_input", "an argument is wrong: the message says what is accepted", 2, 400, "tool error"),
         Situation("unauthenticated", "no bearer token, or an unknown one", None, 401, "HTTP 401"),
         Situation("forbidden", "the role may not read or write that lane (SQLSTATE 42501)", 1, 403, "tool error"),
-        Situation("duplicate", "the record or link exists already (SQLSTATE 23505)", 1, 409, "tool error"),
+        Situation("duplicate", "the record or link exists already (SQLSTATE 23505)", None, 409, "tool error"),
         Situation(
             "refused",
             "the database refused the call for a reason its message and hint give (e.g. SQLSTATE 55000: "
@@ -269,11 +270,8 @@ def check_database(conninfo: str, roles: Iterable[str], connect_timeout: float =
             "select pg_catalog.current_database(), session_user,"
             " exists (select from pg_catalog.pg_extension where extname = 'emem')"
         ).fetchone() or ("?", "?", False)
-        if not has_emem:
-            raise StartupError(
-                f'database "{database}" does not have the emem extension: connect to it as its owner and run '
-                "CREATE EXTENSION emem CASCADE"
-            )
+        if not has_emem:  # the words every front end uses (ExtensionMissingError)
+            raise StartupError(str(calls.ExtensionMissingError(database, server_of(connection.info))))
         for role in sorted(set(roles)):
             try:
                 connection.execute(sql.SQL("set role {}").format(sql.Identifier(role)))

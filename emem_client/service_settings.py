@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from emem_client.access import HostAllowList, is_loopback
+from emem_client.service import DEFAULT_CONNECT_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class ServiceSettings:
     allowed_hosts: tuple[str, ...] = ()
     statement_timeout: float = 5.0
     pool_size: int = 8
-    pool_timeout: float = 10.0
+    pool_timeout: float = DEFAULT_CONNECT_TIMEOUT  # fail fast: a database that is down answers within 2 s
     max_question_chars: int = 2000
     max_body_bytes: int = 1_048_576
 

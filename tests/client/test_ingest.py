@@ -20,8 +20,8 @@ from doubles import CONVERSATIONS, HashGateway, hash_vector
 from vectors import unit
 
 from emem_client import Client
+from emem_client.documents import chunk_text, read_document
 from emem_client.gateways import GATEWAY_DOWN, GatewayError
-from emem_client.documents import Block, BlockKind, chunk_text, chunks_of, read_document
 from emem_client.ingest import ingest_conversations, ingest_files, ingest_notes
 from emem_client.sources import read_notes
 from emem_client.units import IngestError, IngestOptions, IngestReport, WindowShape

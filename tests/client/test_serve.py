@@ -85,10 +85,7 @@ def bare_database(db: psycopg.Connection, dsn: Callable[..., str]) -> Iterator[t
 
 def test_a_database_without_emem_gets_one_clear_message_and_no_service(bare_database: tuple[str, str]) -> None:
     name, bare_dsn = bare_database
-    message = (
-        f'database "{name}" does not have the emem extension: connect to it as its owner and run '
-        "CREATE EXTENSION emem CASCADE"
-    )
+    message = f'the emem extension is not installed in database "{name}" on 127.0.0.1:'  # then the port
     code, output = run_until_exit(emem_serve("--dsn", bare_dsn, "--no-auth", "--port", str(free_port())))
     assert code == 1
     assert f"emem: error: {message}" in output
