@@ -20,7 +20,7 @@ from doubles import CONVERSATIONS, HashGateway, hash_vector
 from vectors import unit
 
 from emem_client import Client
-from emem_client.documents import chunk_text, read_document
+from emem_client.documents import Block, BlockKind, chunk_text, chunks_of, read_document
 from emem_client.gateways import GATEWAY_DOWN, GatewayError
 from emem_client.ingest import ingest_conversations, ingest_files, ingest_notes
 from emem_client.sources import read_notes
@@ -733,3 +733,63 @@ def test_a_gateway_failing_midway_leaves_no_records_without_their_windows(
     without_vector = db.execute("select count(*) from emem.windows where embedding is null").fetchone()[0]
     queued = db.execute("select count(*) from emem.embedding_queue where record_id is null").fetchone()[0]
     assert without_vector == queued == windows
+
+
+# ---- documents read by real parsers (issue 25) -------------------------------------------------------
+
+GUIDE_MDX = """import { Tabs } from '@site/components'
+export const meta = { title: 'Replication' }
+
+# Replication
+
+Set `max_wal_senders` on the primary.
+
+<Tabs defaultValue="conf">
+
+```ini
+# postgresql.conf
+max_wal_senders = 10
+wal_level = replica
+```
+
+</Tabs>
+
+Then restart the server.
+"""
+
+
+def test_mdx_is_read_without_its_module_lines_and_jsx_and_code_blocks_stay_whole(
+    db: psycopg.Connection, client: Client, tmp_path: Path
+) -> None:
+    (tmp_path / "guide.mdx").write_text(GUIDE_MDX)
+    report = ingest_files(client, [tmp_path], IngestOptions(lane="docs", chunk_chars=80, progress=False))
+    assert report.problems == [] and report.skipped_files == []
+    chunks = [row[2] for row in thread_rows(db, str((tmp_path / "guide.mdx").resolve()))]
+    assert chunks == [
+        "Replication\n\nSet max_wal_senders on the primary.",
+        "# postgresql.conf\nmax_wal_senders = 10\nwal_level = replica",
+        "Then restart the server.",
+    ]
+
+
+def test_html_pre_and_markdown_fences_keep_their_line_breaks_even_past_the_chunk_size() -> None:
+    code = "\n".join(f"SELECT {n} AS column_{n};" for n in range(8))
+    markdown = read_document(f"## Queries\n\n~~~sql\n{code}\n~~~\n\nDone.", ".md")
+    html = read_document(f"<h2>Queries</h2><pre>{code}</pre><p>Done.</p>", ".html")
+    for document in (markdown, html):
+        assert document.blocks == [
+            Block("Queries", BlockKind.HEADING),
+            Block(code, BlockKind.CODE),
+            Block("Done.", BlockKind.TEXT),
+        ]
+        assert chunks_of(document.blocks, 60) == [f"Queries\n\n{code}", "Done."]  # whole, though over 60
+
+
+def test_every_file_of_a_folder_that_is_not_read_is_in_the_report(client: Client, tmp_path: Path) -> None:
+    (tmp_path / "guide.md").write_text("# Guide\n\nRead me.")
+    (tmp_path / "logo.png").write_bytes(b"\x89PNG")
+    (tmp_path / "sidebar.json").write_text("{}")
+    (tmp_path / ".hidden.md").write_text("left out on purpose")
+    report = ingest_files(client, [tmp_path], QUIET)
+    assert sorted(Path(skipped.source).name for skipped in report.skipped_files) == ["logo.png", "sidebar.json"]
+    assert report.problems == [] and report.records_created == 1
