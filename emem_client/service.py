@@ -39,6 +39,9 @@ MAX_PAGE = 100_000
 MAX_QUESTION_CHARS = 2000  # the default limit of a question's length
 # Failing fast beats waiting: a database that is down answers an agent within this many seconds.
 DEFAULT_CONNECT_TIMEOUT = 1.5
+# While the database answers, a call waits this much longer for the pool (it reconnects after a
+# restart, with growing pauses, or its connections are busy) before it is `unavailable`.
+POOL_PATIENCE = 10.0
 THREAD_POSITION_TAKEN = "one_record_per_thread_position"
 APPEND_ATTEMPTS = 3  # a turn appended while another writer appends to the same conversation is retried
 # The turns a remembered turn's window covers: those of ingest's conversation windows.
@@ -197,7 +200,7 @@ class RolePool(AsyncConnectionPool):
         caller = _acting.get()
         if caller is None:  # fail closed: no statement runs as the login role by omission
             raise RuntimeError("the service's pool lends connections only within Service.acting()")
-        connection = await super().getconn(timeout)
+        connection = await self.lent(timeout)
         if caller.role is not None:
             try:
                 await connection.execute(sql.SQL("set role {}").format(sql.Identifier(caller.role)))
@@ -205,6 +208,28 @@ class RolePool(AsyncConnectionPool):
                 await self.putconn(connection)
                 raise
         return connection
+
+
+    async def lent(self, timeout: float | None) -> psycopg.AsyncConnection[Any]:
+        """A connection within the pool's timeout; past it, only while the database answers a connection of
+        its own does the call wait longer (POOL_PATIENCE): the pool is catching up after a restart, or busy.
+        A database that is down fails the call at once."""
+        try:
+            return await super().getconn(timeout)
+        except PoolTimeout:
+            if not await self.database_answers():
+                raise
+        return await super().getconn(POOL_PATIENCE)
+
+    async def database_answers(self) -> bool:
+        conninfo = self.conninfo if isinstance(self.conninfo, str) else ""
+        options = self.kwargs if isinstance(self.kwargs, dict) else {}
+        try:
+            probe = await psycopg.AsyncConnection.connect(conninfo, **options)
+        except psycopg.OperationalError:
+            return False
+        await probe.close()
+        return True
 
 
 @dataclass(frozen=True)
