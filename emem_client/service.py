@@ -209,7 +209,6 @@ class RolePool(AsyncConnectionPool):
                 raise
         return connection
 
-
     async def lent(self, timeout: float | None) -> psycopg.AsyncConnection[Any]:
         """A connection within the pool's timeout; past it, only while the database answers a connection of
         its own does the call wait longer (POOL_PATIENCE): the pool is catching up after a restart, or busy.
