@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 from urllib.parse import unquote, urlparse
 
 import httpx
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 GATEWAY_DOWN = "gateway_down"
 # The gateway cannot run in this environment at all: the embedded model is not installed.
@@ -185,17 +186,25 @@ def install_command_for(origin: dict[str, Any], extra: str) -> str:
 
 # Worth another try: the service may be restarting or shedding load.
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+# Failures that are the service's state, not the request's: tried again with backoff.
+TRANSIENT = frozenset({GATEWAY_DOWN, GATEWAY_TIMEOUT})
+
+
+def is_transient(error: BaseException) -> bool:
+    return isinstance(error, GatewayError) and error.reason in TRANSIENT
 
 
 class OpenAIGateway:
-    """An OpenAI-compatible embeddings endpoint: POST {base_url}/embeddings.
+    """An OpenAI-compatible embeddings endpoint: POST {base_url}/embeddings, through httpx, retried with
+    tenacity.
 
     The declaration is the configured model name plus the dimension and fingerprint of the
     probe text's vector, fetched again after `declaration_ttl` seconds so a swapped model is
-    noticed. Connection failures (gateway_down), timeouts (gateway_timeout) and 408/429/5xx
-    answers (gateway_down) are retried `retries` times with exponential backoff; other HTTP
-    errors and malformed answers are not (gateway_bad_answer). The API key, when the variable
-    `api_key_env` names is set, is sent as a bearer token.
+    noticed. Connection failures (gateway_down), answers slower than `timeout` seconds
+    (gateway_timeout) and 408/429/5xx answers (gateway_down) are tried again `retries` times with
+    exponential backoff from `backoff` seconds; other HTTP errors and malformed answers are not
+    (gateway_bad_answer). The API key, when the variable `api_key_env` names is set, is sent as a
+    bearer token. `embed` sends `batch_size` texts per request.
     """
 
     def __init__(
@@ -203,20 +212,27 @@ class OpenAIGateway:
         base_url: str,
         model: str,
         api_key_env: str = "OPENAI_API_KEY",
-        timeout: float = 10.0,
+        timeout: float = 30.0,
         retries: int = 2,
         backoff: float = 0.25,
         batch_size: int = 256,
         declaration_ttl: float = 300.0,
     ) -> None:
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not 0 < timeout <= 86400:
+            raise ValueError(f"timeout must be a number of seconds from more than 0 to 86400, got {timeout!r}")
+        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+            raise ValueError(f"retries must be an integer from 0, got {retries!r}")
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(f"batch_size must be an integer from 1, got {batch_size!r}")
         self.url = base_url.rstrip("/") + "/embeddings"
         self.model = model
         self.api_key_env = api_key_env
+        self.timeout = float(timeout)
         self.retries = retries
         self.backoff = backoff
         self.batch_size = batch_size
         self.declaration_ttl = declaration_ttl
-        self._http = httpx.Client(timeout=timeout)
+        self._http = httpx.Client(timeout=self.timeout)
         self._declaration: ModelDeclaration | None = None
         self._declared_at = 0.0
         self._lock = threading.Lock()
@@ -231,8 +247,18 @@ class OpenAIGateway:
     def embed(self, texts: list[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
-            vectors.extend(self._embed_batch(texts[start : start + self.batch_size]))
+            vectors.extend(self.embed_batch(texts[start : start + self.batch_size]))
         return vectors
+
+    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        """One request (tried again while the failure is transient)."""
+        retrying = Retrying(
+            stop=stop_after_attempt(self.retries + 1),
+            wait=wait_exponential(multiplier=self.backoff, max=60),
+            retry=retry_if_exception(is_transient),
+            reraise=True,
+        )
+        return retrying(self._post, texts)
 
     def close(self) -> None:
         self._http.close()
@@ -243,26 +269,20 @@ class OpenAIGateway:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def _embed_batch(self, texts: list[str]) -> list[list[float]]:
-        failure = GatewayError(GATEWAY_DOWN, "no attempt was made")
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                response = self._http.post(
-                    self.url, json={"model": self.model, "input": texts}, headers=self._headers()
-                )
-            except httpx.TimeoutException as error:
-                failure = GatewayError(GATEWAY_TIMEOUT, f"{self.url} did not answer in time ({error!r})")
-                continue
-            except httpx.TransportError as error:
-                failure = GatewayError(GATEWAY_DOWN, f"{self.url} is unreachable ({error!r})")
-                continue
-            if response.status_code in RETRYABLE_STATUS:
-                failure = GatewayError(GATEWAY_DOWN, f"{self.url} answered HTTP {response.status_code}")
-                continue
-            return self._vectors_of(response, len(texts))
-        raise failure
+    def _post(self, texts: list[str]) -> list[list[float]]:
+        try:
+            response = self._http.post(self.url, json={"model": self.model, "input": texts}, headers=self._headers())
+        except httpx.TimeoutException as error:
+            raise GatewayError(
+                GATEWAY_TIMEOUT,
+                f"{self.url} did not answer within {self.timeout:g} s ({type(error).__name__}): it may be up but "
+                "slow; give it more time (--openai-timeout, EMEM_OPENAI_TIMEOUT) or send fewer texts at once",
+            ) from error
+        except httpx.TransportError as error:
+            raise GatewayError(GATEWAY_DOWN, f"{self.url} is unreachable ({error!r})") from error
+        if response.status_code in RETRYABLE_STATUS:
+            raise GatewayError(GATEWAY_DOWN, f"{self.url} answered HTTP {response.status_code}")
+        return self._vectors_of(response, len(texts))
 
     def _headers(self) -> dict[str, str]:
         api_key = os.environ.get(self.api_key_env)

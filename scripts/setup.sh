@@ -25,7 +25,7 @@ pg_bin=/usr/lib/postgresql/$pg_major/bin
 
 debian_packages=(
   "postgresql-$pg_major" "postgresql-server-dev-$pg_major" "postgresql-plpython3-$pg_major"
-  "postgresql-doc-$pg_major" python3-nltk wordnet-base build-essential dpkg-dev python3-venv
+  "postgresql-doc-$pg_major" python3-nltk wordnet-base build-essential dpkg-dev python3-venv chromium
 )
 missing=()
 for p in "${debian_packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

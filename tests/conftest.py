@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
-from embeddings_service import FakeService, serving
 from pytest_postgresql import factories
 
 HOST = os.environ.get("EMEM_PGHOST", "127.0.0.1")
@@ -103,10 +102,3 @@ def database_without_emem(request: pytest.FixtureRequest, db: psycopg.Connection
             connection.execute("create extension vector")
     yield name, conninfo
     db.execute(f"drop database {name} with (force)")
-
-
-@pytest.fixture
-def service() -> Iterator[FakeService]:
-    """A real OpenAI-compatible embeddings service on 127.0.0.1 (tests/embeddings_service.py)."""
-    with serving() as running:
-        yield running

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from client.doubles import HashGateway
 from clusters import free_port
 from test_embedded_model import MODEL, MODEL_FINGERPRINT
-from test_ingest import HashGateway
 
 from emem_client import Client, EmbeddedGateway, cli
 
