@@ -254,12 +254,12 @@ begin
     where q.record_id is null
       and (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position)
           = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position)
-      and not exists (select from emem.windows as w
+      and not exists (select 1 from emem.windows as w
                       where (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
                           = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position));
     perform emem._sync_runs(array(
         select run from pg_catalog.unnest(runs) as run
-        where exists (select from emem.windows as w
+        where exists (select 1 from emem.windows as w
                       where (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
                           = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position))));
     return deleted;
@@ -280,7 +280,7 @@ begin
     select s.space_id, r.lane_name, r.record_id
     from emem.records as r cross join emem.embedding_spaces as s
     where r.record_id = any (record_ids)
-      and not exists (select from emem.record_vectors as v
+      and not exists (select 1 from emem.record_vectors as v
                       where v.record_id = r.record_id and v.space_id = s.space_id and v.lane_name = r.lane_name)
     order by r.lane_name, s.space_id, r.record_id
     on conflict do nothing;
@@ -465,7 +465,7 @@ begin
     from emem.record_tags as t join emem.records as r on r.record_id = t.record_id where r.lane_name <> t.lane_name
     union all
     select 'record_tags', 'tag of no record', pg_catalog.format('record %s, tag %s', t.record_id, t.tag)
-    from emem.record_tags as t where not exists (select from emem.records as r where r.record_id = t.record_id)
+    from emem.record_tags as t where not exists (select 1 from emem.records as r where r.record_id = t.record_id)
     union all
     select 'tag_vocabulary', 'count differs', pg_catalog.format('lane %s, tag %s: %s counted, %s tagged',
                                                                coalesce(v.lane_name, c.lane_name), coalesce(v.tag, c.tag),
@@ -503,7 +503,7 @@ begin
     select 'edge_label_vocabulary', 'a label of its lane''s edges is missing', pg_catalog.format('lane %s, label %s', l.lane_name, l.label)
     from (select distinct e.from_lane_name as lane_name, l.label from emem.edge_labels as l
           join emem.edges as e on e.edge_id = l.edge_id) as l
-    where not exists (select from emem.edge_label_vocabulary as v where v.lane_name = l.lane_name and v.label = l.label)
+    where not exists (select 1 from emem.edge_label_vocabulary as v where v.lane_name = l.lane_name and v.label = l.label)
     union all
     select 'window_members', 'lane differs from its window''s or no window', pg_catalog.format('window %s, record %s', m.window_id, m.record_id)
     from emem.window_members as m left join emem.windows as w on w.window_id = m.window_id
@@ -514,19 +514,19 @@ begin
     union all
     select 'embedding_queue', 'a record without a vector is not queued', pg_catalog.format('space %s, record %s', s.space_id, r.record_id)
     from emem.records as r cross join emem.embedding_spaces as s
-    where not exists (select from emem.record_vectors as v where v.record_id = r.record_id and v.space_id = s.space_id)
-      and not exists (select from emem.embedding_queue as q where q.space_id = s.space_id and q.record_id = r.record_id)
+    where not exists (select 1 from emem.record_vectors as v where v.record_id = r.record_id and v.space_id = s.space_id)
+      and not exists (select 1 from emem.embedding_queue as q where q.space_id = s.space_id and q.record_id = r.record_id)
     union all
     select 'embedding_queue', 'a window run without a current window is not queued',
            pg_catalog.format('space %s, %s %s %s-%s', s.space_id, run.thread_kind, run.thread_id, run.first_position,
                              run.last_position)
     from (select distinct w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position from emem.windows as w) as run
     cross join emem.embedding_spaces as s
-    where not exists (select from emem.windows as w
+    where not exists (select 1 from emem.windows as w
                       where w.space_id = s.space_id and w.embedding is not null
                         and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
                           = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position))
-      and not exists (select from emem.embedding_queue as q
+      and not exists (select 1 from emem.embedding_queue as q
                       where q.space_id = s.space_id and q.record_id is null
                         and (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position)
                           = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position));
@@ -546,17 +546,17 @@ begin
     perform emem._create_space_indexes(s.space_id, s.dimension) from emem.embedding_spaces as s;
     update emem.record_tags as t set lane_name = r.lane_name from emem.records as r
         where r.record_id = t.record_id and r.lane_name <> t.lane_name;
-    delete from emem.record_tags as t where not exists (select from emem.records as r where r.record_id = t.record_id);
+    delete from emem.record_tags as t where not exists (select 1 from emem.records as r where r.record_id = t.record_id);
     delete from emem.tag_vocabulary;
     insert into emem.tag_vocabulary (lane_name, tag, tag_terms, record_count, namespace_terms)
     select t.lane_name, t.tag, emem._label_terms(t.tag), pg_catalog.count(*), emem._label_namespace_terms(t.tag)
     from emem.record_tags as t group by t.lane_name, t.tag order by t.lane_name, t.tag;
     update emem.record_vectors as v set lane_name = r.lane_name from emem.records as r
         where r.record_id = v.record_id and r.lane_name <> v.lane_name;
-    delete from emem.record_vectors as v where not exists (select from emem.records as r where r.record_id = v.record_id);
+    delete from emem.record_vectors as v where not exists (select 1 from emem.records as r where r.record_id = v.record_id);
     delete from emem.edges as e
-        where not exists (select from emem.records as r where r.record_id = e.from_record_id)
-           or not exists (select from emem.records as r where r.record_id = e.to_record_id);
+        where not exists (select 1 from emem.records as r where r.record_id = e.from_record_id)
+           or not exists (select 1 from emem.records as r where r.record_id = e.to_record_id);
     update emem.edges as e set from_lane_name = r.lane_name from emem.records as r
         where r.record_id = e.from_record_id and r.lane_name <> e.from_lane_name;
     update emem.edges as e set to_lane_name = r.lane_name from emem.records as r
@@ -565,7 +565,7 @@ begin
     perform emem._write_edge_labels(array(select e.edge_id from emem.edges as e order by e.edge_id));
     update emem.window_members as m set lane_name = w.lane_name from emem.windows as w
         where w.window_id = m.window_id and w.lane_name <> m.lane_name;
-    delete from emem.window_members as m where not exists (select from emem.windows as w where w.window_id = m.window_id);
+    delete from emem.window_members as m where not exists (select 1 from emem.windows as w where w.window_id = m.window_id);
     update emem.embedding_queue as q set lane_name = r.lane_name from emem.records as r
         where r.record_id = q.record_id and r.lane_name <> q.lane_name;
     perform emem._queue_missing(s.space_id, null) from emem.embedding_spaces as s;

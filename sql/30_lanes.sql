@@ -187,7 +187,7 @@ begin
     end if;
     select pg_catalog.array_agg(l order by l) into unknown
     from pg_catalog.unnest(lanes) as l
-    where not exists (select from emem.lanes as known where known.lane_name operator(pg_catalog.=) l);
+    where not exists (select 1 from emem.lanes as known where known.lane_name operator(pg_catalog.=) l);
     if unknown is not null then
         raise exception 'unknown %lane(s) % for agent profile %', what, unknown, profile_name
             using errcode = '22023', hint = 'Create them first with emem.create_lane(name).';
@@ -224,7 +224,7 @@ language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 begin
-    if exists (select from emem.records as r where r.lane_name operator(pg_catalog.=) drop_lane.lane_name) then
+    if exists (select 1 from emem.records as r where r.lane_name operator(pg_catalog.=) drop_lane.lane_name) then
         raise exception 'lane % holds records: a lane that holds records cannot be dropped', pg_catalog.quote_literal(lane_name)
             using errcode = '23503', hint = 'Delete them first (emem.delete_records) or move them (emem.move_records).';
     end if;
@@ -260,7 +260,7 @@ begin
             using errcode = '22023';
     end if;
     if profile_name is null or not exists (
-        select from emem.agent_profiles as p where p.profile_name operator(pg_catalog.=) bind_role.profile_name) then
+        select 1 from emem.agent_profiles as p where p.profile_name operator(pg_catalog.=) bind_role.profile_name) then
         raise exception 'unknown agent profile %', coalesce(pg_catalog.quote_literal(profile_name), 'NULL')
             using errcode = '22023', hint = 'Create it first with emem.create_agent_profile(name, lanes).';
     end if;
@@ -281,7 +281,7 @@ as $$
 #variable_conflict use_column
 begin
     return (with gone as (delete from emem.role_profiles as rp where rp.role_name = unbind_role.role_name returning 1)
-    select exists (select from gone));
+    select exists (select 1 from gone));
 end
 $$;
 comment on function emem.unbind_role(name) is 'Removes a role''s binding (the role then reads nothing); returns whether it had one.';

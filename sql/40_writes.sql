@@ -86,7 +86,7 @@ begin
     if space.is_active then
         return;
     end if;
-    if not force and exists (select from emem.embedding_spaces as s where s.is_active) then
+    if not force and exists (select 1 from emem.embedding_spaces as s where s.is_active) then
         -- Work the queue missed (its triggers were off during a load) is found here, so that the
         -- refusal's figures are true; a refusal rolls it back, and emem embed finds it again.
         perform emem._queue_missing(space.space_id, null);
@@ -167,7 +167,7 @@ as $$
 begin
     return (select case
         when pg_catalog.jsonb_typeof(item) <> 'object' then 'is not a JSON object'
-        when exists (select from pg_catalog.jsonb_object_keys(item) as k
+        when exists (select 1 from pg_catalog.jsonb_object_keys(item) as k
                      where k <> all (array['kind', 'content', 'lane', 'tags', 'authority', 'occurred_at',
                                            'thread_id', 'thread_position', 'metadata', 'source_key', 'vector']))
             then 'has an unknown key; accepted: kind, content, lane, tags, authority, occurred_at, '
@@ -181,7 +181,7 @@ begin
             then 'content must be a non-empty text of at most 200000 characters (split longer text into file chunks)'
         when pg_catalog.jsonb_typeof(item->'lane') is distinct from 'string'
              or not (writable is null or item->>'lane' = any (writable))
-             or not exists (select from emem.lanes as l where l.lane_name operator(pg_catalog.=) (item->>'lane'))
+             or not exists (select 1 from emem.lanes as l where l.lane_name operator(pg_catalog.=) (item->>'lane'))
             then pg_catalog.format('lane %s is not a lane this role may write (unknown, or outside its agent profile)',
                                    coalesce(pg_catalog.quote_literal(pg_catalog.left(item->>'lane', 100)), 'NULL'))
         when emem._has_thread((item->>'kind')::emem.record_kind)
@@ -196,7 +196,7 @@ begin
         when item ? 'tags' and (pg_catalog.jsonb_typeof(item->'tags') <> 'array'
              or pg_catalog.jsonb_array_length(item->'tags') > 1000
              or pg_catalog.jsonb_path_exists(item->'tags', 'strict $[*] ? (@.type() != "string")')
-             or exists (select from pg_catalog.jsonb_array_elements_text(item->'tags') as t
+             or exists (select 1 from pg_catalog.jsonb_array_elements_text(item->'tags') as t
                         where emem._is_blank(t) or pg_catalog.length(t) > 200))
             then 'tags must be an array of at most 1000 texts of 1 to 200 characters, not only white space'
         -- authority is stored as a real: a number nearer 0 than a real holds would not cast.
@@ -499,7 +499,7 @@ set search_path = pg_catalog, pg_temp
 as $$
 begin
     if tags is null or pg_catalog.cardinality(tags) not between 1 and 1000 or exists (
-        select from pg_catalog.unnest(tags) as t where t is null or pg_catalog.length(t) > 200 or emem._is_blank(t)) then
+        select 1 from pg_catalog.unnest(tags) as t where t is null or pg_catalog.length(t) > 200 or emem._is_blank(t)) then
         raise exception 'tags must be an array of 1 to 1000 texts of 1 to 200 characters, not only white space'
             using errcode = '22023';
     end if;
@@ -551,7 +551,7 @@ as $$
         when properties is null or pg_catalog.jsonb_typeof(properties) <> 'object' then 'properties must be a JSON object'
         when pg_catalog.pg_column_size(properties) > 65536 then 'properties must be at most 64 kB'
         -- Each value is a label of the edge (emem.edge_labels), indexed whole: 2000 bytes fit an index row.
-        when exists (select from pg_catalog.jsonb_path_query(properties, 'strict $.**') as value
+        when exists (select 1 from pg_catalog.jsonb_path_query(properties, 'strict $.**') as value
                      where pg_catalog.jsonb_typeof(value) in ('string', 'number')
                        and (pg_catalog.length(value #>> '{}') > 1000 or pg_catalog.octet_length(value #>> '{}') > 2000))
             then 'a property value (a text or a number) is longer than 1000 characters or 2000 bytes'
@@ -653,7 +653,7 @@ begin
                coalesce(i.item->'properties', '{}') as properties, f.lane_name as from_lane, t.lane_name as to_lane,
                case
                    when pg_catalog.jsonb_typeof(i.item) <> 'object' then 'is not a JSON object'
-                   when exists (select from pg_catalog.jsonb_object_keys(i.item) as k
+                   when exists (select 1 from pg_catalog.jsonb_object_keys(i.item) as k
                                 where k <> all (array['from_record_id', 'to_record_id', 'relation', 'properties']))
                        then 'has an unknown key; accepted: from_record_id, to_record_id, relation, properties'
                    when i.from_text is null or i.to_text is null then 'from_record_id and to_record_id must be record ids'
@@ -792,7 +792,7 @@ begin
     end if;
     perform emem._require_record(r, 'record', true)
     from pg_catalog.unnest(record_ids) as r
-    where not exists (select from emem.records as x
+    where not exists (select 1 from emem.records as x
                       where x.record_id = r and (emem._lanes_of(emem._acting_role(), true) is null
                                                  or x.lane_name = any (emem._lanes_of(emem._acting_role(), true))));
     found_records := array(select x from emem.records as x where x.record_id = any (record_ids) order by x.record_id);
@@ -865,7 +865,7 @@ declare
     tag_records bigint[];
     tag_names text[];
 begin
-    if lane is null or not exists (select from emem.lanes as l where l.lane_name operator(pg_catalog.=) lane)
+    if lane is null or not exists (select 1 from emem.lanes as l where l.lane_name operator(pg_catalog.=) lane)
        or not (writable is null or lane = any (writable)) then
         raise exception 'lane % is not a lane this role may write (unknown, or outside its agent profile)',
             coalesce(pg_catalog.quote_literal(pg_catalog.left(lane, 100)), 'NULL') using errcode = '42501';
@@ -874,7 +874,7 @@ begin
     if pg_catalog.cardinality(ids) = 0 then
         return 0;
     end if;
-    if exists (select from emem.records as r join emem.records as taken
+    if exists (select 1 from emem.records as r join emem.records as taken
                  on taken.lane_name = lane and taken.source_key = r.source_key
                where r.record_id = any (ids)) then
         raise exception 'a record to move has a source_key that lane % holds already', lane using errcode = '23505';

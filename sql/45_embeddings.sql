@@ -55,9 +55,9 @@ begin
     select _queue_missing.space_id, r.lane_name, r.record_id
     from emem.records as r
     where (lanes is null or r.lane_name = any (lanes))
-      and not exists (select from emem.record_vectors as v
+      and not exists (select 1 from emem.record_vectors as v
                       where v.space_id = _queue_missing.space_id and v.record_id = r.record_id and v.lane_name = r.lane_name)
-      and not exists (select from emem.embedding_queue as q  -- queued already: no id drawn for it
+      and not exists (select 1 from emem.embedding_queue as q  -- queued already: no id drawn for it
                       where q.space_id = _queue_missing.space_id and q.record_id = r.record_id
                         and q.lane_name = r.lane_name)
     order by r.record_id
@@ -68,12 +68,12 @@ begin
     from (select distinct w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position
           from emem.windows as w
           where lanes is null or w.lane_name = any (lanes)) as run
-    where not exists (select from emem.windows as current
+    where not exists (select 1 from emem.windows as current
                       where current.space_id = _queue_missing.space_id and current.embedding is not null
                         and (current.lane_name, current.thread_kind, current.thread_id, current.first_position,
                              current.last_position)
                           = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position))
-      and not exists (select from emem.embedding_queue as q
+      and not exists (select 1 from emem.embedding_queue as q
                       where q.space_id = _queue_missing.space_id and q.record_id is null
                         and (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position)
                           = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position))
@@ -111,8 +111,8 @@ begin
     from emem.embedding_queue as q
     where q.space_id = _vector_coverage.space_id and q.record_id is not null
       and (lanes is null or q.lane_name = any (lanes))
-      and exists (select from emem.records as r where r.record_id = q.record_id and r.lane_name = q.lane_name)
-      and not exists (select from emem.record_vectors as v
+      and exists (select 1 from emem.records as r where r.record_id = q.record_id and r.lane_name = q.lane_name)
+      and not exists (select 1 from emem.record_vectors as v
                       where v.space_id = q.space_id and v.record_id = q.record_id and v.lane_name = q.lane_name);
     select pg_catalog.count(*) into windows
     from emem.windows as w
@@ -123,7 +123,7 @@ begin
           from emem.embedding_queue as q
           where q.space_id = _vector_coverage.space_id and q.record_id is null
             and (lanes is null or q.lane_name = any (lanes))
-            and not exists (select from emem.windows as w
+            and not exists (select 1 from emem.windows as w
                             where w.space_id = q.space_id and w.embedding is not null
                               and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
                                 = (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position))
@@ -154,21 +154,26 @@ create function emem._coverage_below(space_id integer, lanes text[], threshold d
 language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
+#variable_conflict use_column
 begin
-    if threshold <= 0 or not exists (
-        select from emem.embedding_queue as q
-        where q.space_id = _coverage_below.space_id and (lanes is null or q.lane_name = any (lanes))
-          and case when q.record_id is not null then
-                  (select v.record_id from emem.record_vectors as v
-                   where v.space_id = q.space_id and v.record_id = q.record_id and v.lane_name = q.lane_name) is null
-                  and (select r.record_id from emem.records as r
-                       where r.record_id = q.record_id and r.lane_name = q.lane_name) is not null
-              else
-                  (select w.window_id from emem.windows as w
-                   where w.space_id = q.space_id and w.embedding is not null
-                     and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
-                       = (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position)) is null
-              end) then
+    -- Cheap while nothing is missing, which is when finds ask most: the queue is empty or nearly,
+    -- and each entry is probed by its keys (lane first, as a cluster's shards keep them).
+    if threshold <= 0 or not (
+        exists (select 1 from emem.embedding_queue as q
+                join emem.records as r on r.lane_name = q.lane_name and r.record_id = q.record_id
+                where q.space_id = _coverage_below.space_id and q.record_id is not null
+                  and (lanes is null or q.lane_name = any (lanes))
+                  and not exists (select 1 from emem.record_vectors as v
+                                  where v.lane_name = q.lane_name and v.space_id = q.space_id
+                                    and v.record_id = q.record_id))
+        or exists (select 1 from emem.embedding_queue as q
+                   where q.space_id = _coverage_below.space_id and q.record_id is null
+                     and (lanes is null or q.lane_name = any (lanes))
+                     and not exists (select 1 from emem.windows as w
+                                     where w.lane_name = q.lane_name and w.space_id = q.space_id
+                                       and w.embedding is not null and w.thread_kind = q.thread_kind
+                                       and w.thread_id = q.thread_id and w.first_position = q.first_position
+                                       and w.last_position = q.last_position))) then
         return false;
     end if;
     return threshold >= 1 or (emem._vector_coverage(space_id, lanes)->>'share')::float8 < threshold;
@@ -272,11 +277,11 @@ begin
     delete from emem.embedding_queue as q
     where q.queue_id = any (queue_ids) and case
         when q.record_id is not null then
-            not exists (select from emem.records as r where r.record_id = q.record_id and r.lane_name = q.lane_name)
-            or exists (select from emem.record_vectors as v
+            not exists (select 1 from emem.records as r where r.record_id = q.record_id and r.lane_name = q.lane_name)
+            or exists (select 1 from emem.record_vectors as v
                        where v.space_id = q.space_id and v.record_id = q.record_id and v.lane_name = q.lane_name)
         else
-            exists (select from emem.windows as w
+            exists (select 1 from emem.windows as w
                     where w.space_id = q.space_id and w.embedding is not null
                       and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
                         = (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position))
@@ -429,7 +434,7 @@ begin
            q.lane_name
     from emem.embedding_queue as q
     where q.queue_id = any (held) and q.record_id is not null
-      and exists (select from emem.records as r where r.record_id = q.record_id and r.lane_name = q.lane_name)
+      and exists (select 1 from emem.records as r where r.record_id = q.record_id and r.lane_name = q.lane_name)
     order by q.space_id, q.record_id
     on conflict on constraint record_vectors_pkey do update set embedding = excluded.embedding;
     with written as (

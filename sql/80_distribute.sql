@@ -16,7 +16,7 @@ declare
     each_table text;
     done jsonb := '{}';
 begin
-    if not exists (select from pg_catalog.pg_extension as e where e.extname = 'citus') then
+    if not exists (select 1 from pg_catalog.pg_extension as e where e.extname = 'citus') then
         raise exception 'emem.distribute() needs the citus extension in this database'
             using errcode = '55000', hint = 'CREATE EXTENSION citus (Citus first in shared_preload_libraries), add the workers, then call it.';
     end if;

@@ -359,8 +359,9 @@ def test_explain_shows_each_lookups_plan_and_the_statements_it_ran(four_disjoint
     names = {name: [s["name"] for s in lookup["statements"]] for name, lookup in lookups.items()}
     assert names["tags"][:2] == ["tags.tag_match", "edges.matched_labels"] and "tags.tags_by_distance" in names["tags"]
     assert "vectors.nearest" in names["record_vectors"] and "fulltext.term_queries" in names["fulltext"]
-    statement = lookups["tags"]["statements"][-1]
+    [statement] = [s for s in lookups["tags"]["statements"] if s["name"] == "tags.tags_by_distance"]
     assert statement["rows"] == 20 and "emem.record_tags" in statement["sql"] and statement["milliseconds"] >= 0
+    assert lookups["tags"]["statements"][-1]["name"] == "reader.distances"  # then their distances, by id
     assert [s["name"] for s in explained["statements"]["rows"]] == ["find.page_rows"]
 
 

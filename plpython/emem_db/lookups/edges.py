@@ -186,5 +186,5 @@ def far_tag_part(edges: EdgeMatch, tag: str, score_key: Any) -> Part:
 def visible_ends(reader: Reader, record_id: str, labels: str, lanes: str) -> str:
     """A matched edge (its label one of `labels`) both of whose ends lie in `lanes` ends at the record."""
     within = fragments.in_lanes("el.lane_name", lanes) + fragments.in_lanes("el.far_lane_name", lanes)
-    return f"""exists (select from emem.edge_labels as el
+    return f"""exists (select 1 from emem.edge_labels as el
                        where el.record_id = {record_id} and el.label operator(pg_catalog.=) any ({labels}){within})"""

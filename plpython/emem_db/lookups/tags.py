@@ -302,24 +302,16 @@ def scored_tags(
 
 
 def tags_by_distance(reader: Reader, tags: list[str], labels: list[str]) -> FetchedList:
-    """The seed's order with a vector needs no matched terms: one join, one sort."""
-    edge_ends = reader.sets.matched_edge_rows("$3")
-    sql = f"""
-        with found (record_id) as (
-            {fragments.tagged("$1", reader.lanes_sql)}
+    """The seed's order with a vector needs no matched terms: the candidates, then their distances."""
+    rows = reader.execute(
+        "tags.tags_by_distance",
+        f"""{fragments.tagged("$1", reader.lanes_sql)}
             union
-            select ends.endpoint from ({edge_ends}) as ends (endpoint, terms)
-        )
-        select found.record_id, rv.embedding operator(public.<=>) $2::public.vector as distance
-        from found
-        left join emem.record_vectors as rv
-               on rv.space_id = {reader.space.space_id:d} and rv.record_id = found.record_id
-        order by distance nulls last, found.record_id"""
-    return FetchedList(
-        reader.candidates(
-            "tags.tags_by_distance", sql, ["text[]", "public.vector", "text[]"], [tags, reader.request.vector, labels]
-        )
+            select ends.record_id from ({reader.sets.matched_edge_rows("$2")}) as ends""",
+        ["text[]", "text[]"],
+        [tags, labels],
     )
+    return FetchedList(reader.by_distance(row["record_id"] for row in rows))
 
 
 class WholeTagMatchCounter(Counter):
@@ -403,7 +395,7 @@ def visible_members(reader: Reader, record_ids: list[int], lanes: list[str], nam
     rows = reader.execute(
         "tags.visible_members",
         f"""select id from pg_catalog.unnest($1::bigint[]) as id
-            where exists (select from emem.record_tags as rt
+            where exists (select 1 from emem.record_tags as rt
                           join emem.tag_vocabulary as v on v.tag = rt.tag and v.lane_name = rt.lane_name
                           where rt.record_id = id and {tag_within})
                or {visible_ends(reader, "id", "$3", lanes_sql)}""",
