@@ -366,11 +366,15 @@ begin
         get stacked diagnostics state = returned_sqlstate, message = message_text, hint = pg_exception_hint;
         perform emem._raise_plainly(state, message, '', hint);
     end;
-    update emem.agent_profiles as p
-        set settings = case when value is null then p.settings - setting
-                            else p.settings || pg_catalog.jsonb_build_object(setting, value) end
-        where p.profile_name operator(pg_catalog.=) set_agent_setting.profile_name
-        returning p.settings into now_set;
+    select p.settings into now_set from emem.agent_profiles as p
+        where p.profile_name operator(pg_catalog.=) set_agent_setting.profile_name;
+    if found then
+        -- Worked out first: a cluster's reference tables take no volatile expression in an UPDATE.
+        now_set := case when value is null then now_set - setting
+                        else now_set || pg_catalog.jsonb_build_object(setting, value) end;
+        update emem.agent_profiles as p set settings = now_set
+            where p.profile_name operator(pg_catalog.=) set_agent_setting.profile_name;
+    end if;
     if not found then
         raise exception 'unknown agent profile %', coalesce(pg_catalog.quote_literal(profile_name), 'NULL')
             using errcode = '22023', hint = 'Create it first with emem.create_agent_profile(name, lanes).';

@@ -394,11 +394,12 @@ def visible_members(reader: Reader, record_ids: list[int], lanes: list[str], nam
     tag_within = fragments.labels_within("v.tag_terms", "$2", "v.namespace_terms" if namespaced else None)
     rows = reader.execute(
         "tags.visible_members",
-        f"""select id from pg_catalog.unnest($1::bigint[]) as id
-            where exists (select 1 from emem.record_tags as rt
-                          join emem.tag_vocabulary as v on v.tag = rt.tag and v.lane_name = rt.lane_name
-                          where rt.record_id = id and {tag_within})
-               or {visible_ends(reader, "id", "$3", lanes_sql)}""",
+        f"""select r.record_id as id from emem.records as r
+            where r.record_id operator(pg_catalog.=) any ($1)
+              and (exists (select 1 from emem.record_tags as rt
+                           join emem.tag_vocabulary as v on v.lane_name = rt.lane_name and v.tag = rt.tag
+                           where rt.lane_name = r.lane_name and rt.record_id = r.record_id and {tag_within})
+                   or {visible_ends(reader, "r.record_id", "$3", lanes_sql, "r.lane_name")})""",
         ["bigint[]", "text[]", "text[]"],
         [record_ids, terms, labels],
         cache=False,
