@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from emem_client.access import HostAllowList, is_loopback
+from emem_client.setup_defaults import default_conninfo
 
 
 @dataclass(frozen=True)
@@ -86,13 +87,14 @@ class ServiceSettings:
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> "ServiceSettings":
-        """Settings from the variables of ENVIRONMENT; unset ones keep their defaults."""
+        """Settings from the variables of ENVIRONMENT; unset ones keep their defaults, but for the
+        database, which is found as the command line finds it (setup_defaults.default_conninfo)."""
         values = {
             setting.name: parse_setting(setting.name, environ[ENVIRONMENT[setting.name]])
             for setting in fields(cls)
             if ENVIRONMENT[setting.name] in environ
         }
-        return cls(**values)
+        return cls(**{"conninfo": default_conninfo(environ), **values})
 
     def host_allow_list(self) -> HostAllowList:
         return HostAllowList.for_bind_address(self.bind_host, self.allowed_hosts)
