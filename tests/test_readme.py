@@ -26,7 +26,7 @@ from clusters import free_port
 from test_embedded_model import MODEL, MODEL_FINGERPRINT
 from test_ingest import HashGateway
 
-from emem_client import Client, EmbeddedGateway, cli
+from emem_client import Client, EmbeddedGateway, cli, setup_defaults
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -77,6 +77,26 @@ def test_the_two_commands_are_the_set_up_and_the_test_command_ci_runs() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert re.search(r"^exec env -i .* bash scripts/test\.sh$", ci, re.MULTILINE), ci
     assert '"$python" -m pytest' in (ROOT / "scripts" / "test.sh").read_text()
+
+
+def set_up_paragraph() -> str:
+    """The README's text between the two commands and the quick start."""
+    return README.split("bash scripts/test.sh", 1)[1].split("```", 2)[1]
+
+
+def test_the_set_up_paragraph_says_what_the_scripts_do() -> None:
+    paragraph = " ".join(set_up_paragraph().split())
+    cluster = (ROOT / "scripts" / "cluster.sh").read_text()
+    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    variables = set(re.findall(r"`(EMEM_\w+)`", paragraph))
+    assert variables == {"EMEM_PGPORT", "EMEM_PGDATA"}
+    assert all(f"${{{variable}" in cluster for variable in variables), "the scripts read the variables named"
+    assert "port 5433" in paragraph and "default_port=5433" in cluster
+    assert "`/var/lib/postgresql/emem-<major>`" in paragraph and "/var/lib/postgresql/emem-$pg_major" in cluster
+    assert f"service `{setup_defaults.SERVICE_NAME}`" in paragraph and "write_service_entry" in setup
+    assert "`/usr/local/bin`" in paragraph and "install_launcher.sh /usr/local/bin/emem" in setup
+    assert "run by numpy: no torch" in paragraph and not re.search(r"^pip_install .*torch", setup, re.MULTILINE)
+    assert "[docs/setup.md](docs/setup.md)" in paragraph and (ROOT / "docs" / "setup.md").is_file()
 
 
 # ---- the quick-start snippets -----------------------------------------------------------------
