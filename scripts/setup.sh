@@ -35,8 +35,15 @@ if [ ! -f "$($PG_CONFIG --sharedir)/extension/vector.control" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "postgresql-$pg_major-pgvector" >/dev/null
   else
     say "building pgvector from Debian's source package"
-    mirror=$(sed -n 's/^URIs:[[:space:]]*\(.*debian\)[[:space:]]*$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
-    [ -n "$mirror" ] || mirror=$(awk '/^deb / && $2 ~ /debian\/?$/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null)
+    # deb822 sources (Debian 13, and 12 systems converted to them), else the classic sources.list
+    # of a Debian 12 installation.
+    mirror=""
+    if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+      mirror=$(sed -n 's/^URIs:[[:space:]]*\(.*debian\)[[:space:]]*$/\1/p' /etc/apt/sources.list.d/debian.sources | head -n 1)
+    fi
+    if [ -z "$mirror" ] && [ -f /etc/apt/sources.list ]; then
+      mirror=$(awk '/^deb / && $2 ~ /debian\/?$/ {print $2; exit}' /etc/apt/sources.list)
+    fi
     [ -n "$mirror" ] || { echo "cannot find this machine's Debian mirror for the pgvector source" >&2; exit 1; }
     echo "deb-src $mirror trixie main" > /etc/apt/sources.list.d/emem-pgvector-src.list
     apt-get update -qq
