@@ -115,9 +115,9 @@ if [ -z "$(running_port "$pgdata")" ]; then
 fi
 # Written into the cluster's own configuration (postgresql.auto.conf): a restart, a later set-up
 # or test run and `pg_ctl start` alone use this port without EMEM_PGPORT.
-runuser -u postgres -- "$pg_bin/psql" -h "$socket_dir" -p "$port" -d postgres -qX -v ON_ERROR_STOP=1 \
+(cd / && runuser -u postgres -- "$pg_bin/psql" -h "$socket_dir" -p "$port" -d postgres -qX -v ON_ERROR_STOP=1 \
   -c "alter system set port = $port" -c "alter system set listen_addresses = '127.0.0.1'" \
-  -c "alter system set unix_socket_directories = '$socket_dir'" >/dev/null
+  -c "alter system set unix_socket_directories = '$socket_dir'" >/dev/null)  # from /: postgres may not enter a root-only cwd
 # Where the `emem` command and libpq's other clients find it: the service `emem` (docs/setup.md).
 write_service_entry "$("$PG_CONFIG" --sysconfdir)/pg_service.conf" "$port" "${EMEM_DEMO_DB:-emem_demo}"
 
