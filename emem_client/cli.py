@@ -1,7 +1,8 @@
 """The `emem` command: set up a database, ingest, embed, find, explain, the timeline, health and the HTTP service.
 
 Where the database is: --dsn, else $EMEM_DSN, else libpq's own defaults and PG* variables
-(PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD or ~/.pgpass); no credentials are made up.
+(PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD or ~/.pgpass) when any is set, else the libpq
+service `emem` that set-up records (emem_client/setup_defaults.py); no credentials are made up.
 Output is a table for people (terminal control characters in the data shown as escapes);
 --json gives the same answer for programs, with ISO 8601 dates. Exit codes: ExitCode below.
 
@@ -133,7 +134,10 @@ def assignment(text: str) -> tuple[str, str]:
 def common_options() -> argparse.ArgumentParser:
     """Options accepted before or after the command (defaults are applied in `option`)."""
     parent = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
-    parent.add_argument("--dsn", help="libpq connection string or URI (default: $EMEM_DSN, else libpq's PG* defaults)")
+    parent.add_argument(
+        "--dsn",
+        help="libpq connection string or URI (default: $EMEM_DSN, else libpq's PG* variables, else the service emem)",
+    )
     parent.add_argument(
         "--gateway",
         choices=GATEWAYS,
@@ -158,7 +162,7 @@ def common_options() -> argparse.ArgumentParser:
 
 
 OPTION_DEFAULTS: dict[str, Callable[[], Any]] = {
-    "dsn": lambda: default_conninfo(),
+    "dsn": default_conninfo,
     "gateway": lambda: "embedded",
     "openai_base_url": lambda: os.environ.get("OPENAI_BASE_URL", OPENAI_DEFAULT_URL),
     "openai_model": lambda: OPENAI_DEFAULT_MODEL,
@@ -444,9 +448,11 @@ def database(args: argparse.Namespace) -> Iterator[psycopg.Connection[Any]]:
         connection = psycopg.connect(option(args, "dsn"), autocommit=True)
     except psycopg.OperationalError as error:
         raise CommandError(
-            f"cannot connect to PostgreSQL: {str(error).strip()}\n"
+            # libpq indents its hints with a tab, which the terminal-safe output would show as \t.
+            f"cannot connect to PostgreSQL: {str(error).strip().replace(chr(9), '  ')}\n"
             "Pass --dsn, or set EMEM_DSN or libpq's PG* variables (PGHOST, PGPORT, PGUSER, "
-            "PGDATABASE)."
+            "PGDATABASE); without them emem uses the libpq service emem that scripts/setup.sh "
+            "records (docs/setup.md)."
         ) from None
     with connection:
         yield connection

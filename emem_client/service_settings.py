@@ -88,8 +88,8 @@ class ServiceSettings:
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> "ServiceSettings":
-        """Settings from the variables of ENVIRONMENT; unset ones keep their defaults (the database's is
-        the client's default DSN, emem_client.setup_defaults)."""
+        """Settings from the variables of ENVIRONMENT; unset ones keep their defaults, but for the
+        database, which is found as the command line finds it (setup_defaults.default_conninfo)."""
         values = {
             setting.name: parse_setting(setting.name, environ[ENVIRONMENT[setting.name]])
             for setting in fields(cls)

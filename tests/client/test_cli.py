@@ -270,7 +270,7 @@ from emem_client import cli, gateways
 
 loads = []
 real_load = gateways.load_embedded_model
-gateways.load_embedded_model = lambda device: loads.append(device) or real_load(device)
+gateways.load_embedded_model = lambda *args: loads.append(args) or real_load(*args)
 try:
     code = cli.main(sys.argv[1:])
 finally:
