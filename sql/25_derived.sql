@@ -296,35 +296,40 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     lane text;
-    in_lane text[];
-    current text[];
+    held record;
 begin
-    -- Lane by lane: each statement keeps to one lane's rows (on a cluster, to one shard's).
+    -- Lane by lane: each statement keeps to one lane's rows (on a cluster, to one shard's), and
+    -- takes the runs as arrays of plain values (a cluster's shards get them as parameters).
     for lane in select distinct r.lane_name from pg_catalog.unnest(runs) as r loop
-        in_lane := array(select pg_catalog.format('%s|%s|%s|%s', r.thread_kind, r.thread_id, r.first_position,
-                                                  r.last_position)
-                         from pg_catalog.unnest(runs) as r where r.lane_name = lane);
-        -- The spaces that hold a current window for each run, as 'space|kind|thread|first|last'.
-        current := array(
-            select pg_catalog.format('%s|%s|%s|%s|%s', w.space_id, w.thread_kind, w.thread_id, w.first_position,
-                                     w.last_position)
-            from emem.windows as w
-            where w.lane_name = lane and w.embedding is not null
-              and pg_catalog.format('%s|%s|%s|%s', w.thread_kind, w.thread_id, w.first_position, w.last_position)
-                  = any (in_lane));
+        -- The runs of this lane that a space holds a current window for, with that space.
+        select coalesce(pg_catalog.array_agg(w.space_id), '{}') as spaces,
+               coalesce(pg_catalog.array_agg(w.thread_kind::text), '{}') as kinds,
+               coalesce(pg_catalog.array_agg(w.thread_id), '{}') as threads,
+               coalesce(pg_catalog.array_agg(w.first_position), '{}') as firsts,
+               coalesce(pg_catalog.array_agg(w.last_position), '{}') as lasts,
+               coalesce(pg_catalog.array_agg(pg_catalog.format('%s|%s|%s|%s|%s', w.space_id, w.thread_kind, w.thread_id,
+                                                              w.first_position, w.last_position)), '{}') as keys
+        into held
+        from emem.windows as w
+        where w.lane_name = lane and w.embedding is not null
+          and (w.thread_kind, w.thread_id, w.first_position, w.last_position)
+              in (select r.thread_kind, r.thread_id, r.first_position, r.last_position
+                  from pg_catalog.unnest(runs) as r where r.lane_name = lane);
         delete from emem.embedding_queue as q
         where q.queue_id in (
             select e.queue_id from emem.embedding_queue as e
             where e.lane_name = lane and e.record_id is null
-              and pg_catalog.format('%s|%s|%s|%s|%s', e.space_id, e.thread_kind, e.thread_id, e.first_position,
-                                    e.last_position) = any (current)
+              and (e.space_id, e.thread_kind::text, e.thread_id, e.first_position, e.last_position)
+                  in (select * from rows from (pg_catalog.unnest(held.spaces), pg_catalog.unnest(held.kinds),
+                                               pg_catalog.unnest(held.threads), pg_catalog.unnest(held.firsts),
+                                               pg_catalog.unnest(held.lasts)))
             for update of e skip locked);
         insert into emem.embedding_queue (space_id, lane_name, thread_kind, thread_id, first_position, last_position)
         select s.space_id, lane, r.thread_kind, r.thread_id, r.first_position, r.last_position
         from (select distinct r.* from pg_catalog.unnest(runs) as r where r.lane_name = lane) as r
         cross join emem.embedding_spaces as s
         where pg_catalog.format('%s|%s|%s|%s|%s', s.space_id, r.thread_kind, r.thread_id, r.first_position,
-                                r.last_position) <> all (current)
+                                r.last_position) <> all (held.keys)
         order by r.thread_kind, r.thread_id, r.first_position, r.last_position, s.space_id
         on conflict do nothing;
     end loop;
@@ -386,26 +391,30 @@ create function emem._requeue_edited(record_ids bigint[]) returns void
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    runs emem._window_run[] := array(select row(run.*)::emem._window_run from emem._runs_holding(record_ids) as run);
 begin
+    -- Queued again under fresh entries: the delete waits for a worker that holds the old entry,
+    -- and a store for the old entry's id then finds nothing.
+    delete from emem.embedding_queue as q where q.record_id = any (record_ids);
     insert into emem.embedding_queue as q (space_id, lane_name, record_id)
     select s.space_id, r.lane_name, r.record_id
     from emem.records as r cross join emem.embedding_spaces as s
     where r.record_id = any (record_ids)
-    order by r.lane_name, s.space_id, r.record_id
-    on conflict (space_id, record_id, lane_name) where record_id is not null do update
-        set queue_id = pg_catalog.nextval('emem.embedding_queue_queue_id_seq'), queued_at = excluded.queued_at,
-            attempts = 0, not_before = null, last_error = null;
+    order by r.lane_name, s.space_id, r.record_id;
     update emem.windows as w set embedding = null
     where w.window_id in (select m.window_id from emem.window_members as m where m.record_id = any (record_ids))
       and w.embedding is not null;
+    delete from emem.embedding_queue as q
+    where q.record_id is null
+      and (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position)
+          in (select r.lane_name, r.thread_kind, r.thread_id, r.first_position, r.last_position
+              from pg_catalog.unnest(runs) as r);
     insert into emem.embedding_queue as q (space_id, lane_name, thread_kind, thread_id, first_position, last_position)
     select s.space_id, run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position
-    from emem._runs_holding(record_ids) as run
+    from pg_catalog.unnest(runs) as run
     cross join emem.embedding_spaces as s
-    order by run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position, s.space_id
-    on conflict (lane_name, thread_kind, thread_id, first_position, last_position, space_id) where record_id is null
-    do update set queue_id = pg_catalog.nextval('emem.embedding_queue_queue_id_seq'), queued_at = excluded.queued_at,
-                  attempts = 0, not_before = null, last_error = null;
+    order by run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position, s.space_id;
     delete from emem.record_vectors as v where v.record_id = any (record_ids);
 end
 $$;

@@ -102,6 +102,9 @@ create function emem.policy_lanes(querying name) returns text[]
 language plpgsql stable
 security definer  -- reads the bindings and profiles, which row-level security hides from agents
 set search_path = pg_catalog, pg_temp
+-- On a Citus cluster row-level security calls it on the shards, where reading the bindings (reference
+-- tables) is a nested distributed query; a placeholder setting elsewhere.
+set citus.allow_nested_distributed_execution = on
 as $$
 #variable_conflict use_column
 begin
@@ -119,6 +122,9 @@ create function emem.policy_profile(querying name) returns text
 language plpgsql stable
 security definer  -- as emem.policy_lanes
 set search_path = pg_catalog, pg_temp
+-- On a Citus cluster row-level security calls it on the shards, where reading the bindings (reference
+-- tables) is a nested distributed query; a placeholder setting elsewhere.
+set citus.allow_nested_distributed_execution = on
 as $$
 #variable_conflict use_column
 begin

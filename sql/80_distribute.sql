@@ -37,9 +37,6 @@ begin
         done := done || pg_catalog.jsonb_build_object(pg_catalog.split_part(each_table, ':', 1),
                                                       'distributed by ' || pg_catalog.split_part(each_table, ':', 2));
     end loop;
-    -- Row-level security's functions read reference tables from within a query on a shard.
-    alter function emem.policy_lanes(name) set citus.allow_nested_distributed_execution = on;
-    alter function emem.policy_profile(name) set citus.allow_nested_distributed_execution = on;
     return done;
 end
 $$;
