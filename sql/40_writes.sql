@@ -784,18 +784,24 @@ language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
 declare
+    writable text[] := emem._lanes_of(emem._acting_role(), true);
     found_records emem.records[];
+    wanted bigint;
 begin
     if record_ids is null or pg_catalog.cardinality(record_ids) not between 1 and 50000
        or pg_catalog.array_position(record_ids, null) is not null then
         raise exception '% needs an array of 1 to 50000 record ids without NULLs', what using errcode = '22023';
     end if;
-    perform emem._require_record(r, 'record', true)
-    from pg_catalog.unnest(record_ids) as r
-    where not exists (select 1 from emem.records as x
-                      where x.record_id = r and (emem._lanes_of(emem._acting_role(), true) is null
-                                                 or x.lane_name = any (emem._lanes_of(emem._acting_role(), true))));
-    found_records := array(select x from emem.records as x where x.record_id = any (record_ids) order by x.record_id);
+    found_records := array(select x from emem.records as x
+                           where x.record_id = any (record_ids) and (writable is null or x.lane_name = any (writable))
+                           order by x.record_id);
+    -- Ids compared apart from the table: a Citus cluster cannot run a correlated probe over an unnest.
+    select min(w) into wanted
+    from (select pg_catalog.unnest(record_ids) as w
+          except select x.record_id from pg_catalog.unnest(found_records) as x) as missing;
+    if wanted is not null then
+        perform emem._require_record(wanted, 'record', true);
+    end if;
     return found_records;
 end
 $$;
@@ -850,6 +856,35 @@ $$;
 comment on function emem.delete_records(bigint[]) is
   'Deletes records (1 to 50000, all in lanes the role writes) with their tags, vectors, the windows holding them, their queued work and the edges at them; returns how many went.';
 
+-- A lane column is the distribution column on a Citus cluster, which no UPDATE may change: rows
+-- change lanes as copies in the new lane, then the old rows go.
+create function emem._relane(table_name text, id_column text, lane_column text, ids bigint[], lane text)
+returns bigint
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    target_columns text;
+    copied_values text;
+    moved_rows bigint;
+begin
+    select pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' order by a.attnum),
+           pg_catalog.string_agg(case when a.attname = lane_column then '$2'
+                                      else 'x.' || pg_catalog.quote_ident(a.attname) end, ', ' order by a.attnum)
+    into target_columns, copied_values
+    from pg_catalog.pg_attribute as a
+    where a.attrelid = pg_catalog.to_regclass('emem.' || table_name) and a.attnum > 0
+      and not a.attisdropped and a.attgenerated = '';
+    execute pg_catalog.format(
+        'insert into emem.%1$I (%2$s) select %3$s from emem.%1$I as x where x.%4$I = any ($1) and x.%5$I <> $2',
+        table_name, target_columns, copied_values, id_column, lane_column) using ids, lane;
+    execute pg_catalog.format('delete from emem.%1$I as x where x.%2$I = any ($1) and x.%3$I <> $2',
+                              table_name, id_column, lane_column) using ids, lane;
+    get diagnostics moved_rows = row_count;
+    return moved_rows;
+end
+$$;
+
 -- A record moved keeps its id; its tags and vectors move with it, its windows go (a window is a
 -- run of one lane), its edges take the new lane at that end.
 create function emem.move_records(record_ids bigint[], lane text) returns bigint
@@ -874,9 +909,10 @@ begin
     if pg_catalog.cardinality(ids) = 0 then
         return 0;
     end if;
-    if exists (select 1 from emem.records as r join emem.records as taken
-                 on taken.lane_name = lane and taken.source_key = r.source_key
-               where r.record_id = any (ids)) then
+    if exists (select 1 from emem.records as taken
+               where taken.lane_name = lane
+                 and taken.source_key = any (array(select (m).source_key from pg_catalog.unnest(moved) as m
+                                                   where (m).record_id = any (ids)))) then
         raise exception 'a record to move has a source_key that lane % holds already', lane using errcode = '23505';
     end if;
     perform emem._delete_windows(array(select distinct m.window_id from emem.window_members as m
@@ -885,17 +921,16 @@ begin
     into tag_records, tag_names
     from emem.record_tags as rt where rt.record_id = any (ids);
     perform emem._remove_tags(ids, null);
-    update emem.records as r set lane_name = lane where r.record_id = any (ids);
-    get diagnostics count_moved = row_count;
+    count_moved := emem._relane('records', 'record_id', 'lane_name', ids, lane);
     if tag_records is not null then
         perform emem._add_tags(tag_records, pg_catalog.array_fill(lane, array[pg_catalog.cardinality(tag_records)]),
                                tag_names);
     end if;
-    update emem.record_vectors as v set lane_name = lane where v.record_id = any (ids);
-    update emem.embedding_queue as q set lane_name = lane where q.record_id = any (ids);
-    update emem.edges as e set from_lane_name = lane where e.from_record_id = any (ids);
+    perform emem._relane('record_vectors', 'record_id', 'lane_name', ids, lane);
+    perform emem._relane('embedding_queue', 'record_id', 'lane_name', ids, lane);
+    perform emem._relane('edges', 'from_record_id', 'from_lane_name', ids, lane);
     update emem.edges as e set to_lane_name = lane where e.to_record_id = any (ids);
-    update emem.edge_labels as l set lane_name = lane where l.record_id = any (ids);
+    perform emem._relane('edge_labels', 'record_id', 'lane_name', ids, lane);
     update emem.edge_labels as l set far_lane_name = lane where l.far_record_id = any (ids);
     -- The moved edges' labels in the vocabulary of their from ends' new lane.
     insert into emem.edge_label_vocabulary (lane_name, label, label_terms, namespace_terms)
