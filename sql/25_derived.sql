@@ -454,6 +454,25 @@ comment on function emem._create_space_indexes(integer, integer) is 'Creates the
 
 -- ---- checking and rebuilding what derives ----------------------------------------------------------
 
+-- The checks compare rows with their records by id across lanes, which a Citus cluster runs only
+-- as repartition joins and not at all as anti-joins: they are one-node tools (docs/scale-out.md).
+create function emem._require_one_node(what text) returns void
+language plpgsql stable
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if pg_catalog.to_regclass('pg_catalog.pg_dist_partition') is not null
+       and pg_catalog.to_regclass('emem.records') is not null then
+        if exists (select 1 from pg_catalog.pg_dist_partition as p
+                   where p.logicalrelid = pg_catalog.to_regclass('emem.records')) then
+            raise exception 'emem.%() runs on one node only: emem''s tables are distributed over a Citus cluster', what
+                using errcode = '0A000',
+                      hint = 'Run it on a copy restored to one node (pg_dump of the coordinator), see docs/scale-out.md.';
+        end if;
+    end if;
+end
+$$;
+
 -- Every derived row as the base rows imply it: tags' and vectors' lanes, the tag vocabulary's
 -- counts, the edges' lanes and label rows, the label vocabulary, the window members' lanes, and
 -- the embedding queue's entries for what lacks a vector. A write around the API (a DBA's UPDATE)
@@ -464,6 +483,7 @@ language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
 begin
+    perform emem._require_one_node('check_derived');
     return query
     select 'indexes', 'an embedding space lacks its HNSW indexes (a restore does not bring them)',
            pg_catalog.format('space %s', s.space_id)
@@ -549,8 +569,10 @@ language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 declare
-    problems bigint := (select pg_catalog.count(*) from emem.check_derived());
+    problems bigint;
 begin
+    perform emem._require_one_node('rebuild_derived');
+    problems := (select pg_catalog.count(*) from emem.check_derived());
     lock table emem.records, emem.record_tags, emem.edges, emem.windows, emem.window_members in share mode;
     perform emem._create_space_indexes(s.space_id, s.dimension) from emem.embedding_spaces as s;
     update emem.record_tags as t set lane_name = r.lane_name from emem.records as r

@@ -256,4 +256,19 @@ def test_writes_edits_and_the_embedding_queue_work_on_the_cluster(citus: tuple) 
         assert stored == len(claimed)
         assert conn.execute("select emem.e_health('m', %s)", (DIMENSION,)).fetchone()[0]["status"] == "ok"
         assert conn.execute("select emem.move_records(array[%s]::bigint[], 'alpha')", (record,)).fetchone() == (1,)
+        lanes = {
+            table: conn.execute(
+                f"select array_agg(distinct lane_name) from emem.{table} where record_id = %s", (record,)
+            ).fetchone()[0]
+            for table in ("records", "record_tags", "record_vectors")
+        }
+        assert lanes == {"records": ["alpha"], "record_tags": ["alpha"], "record_vectors": ["alpha"]}
         assert conn.execute("select emem.delete_records(array[%s]::bigint[])", (record,)).fetchone() == (1,)
+
+
+def test_derived_row_checks_refuse_a_cluster_and_say_where_they_run(citus: tuple) -> None:
+    cluster, _ = citus
+    with cluster.connect() as conn:
+        for function in ("check_derived", "rebuild_derived"):
+            with pytest.raises(psycopg.errors.FeatureNotSupported, match=f"emem.{function}.. runs on one node only"):
+                conn.execute(f"select * from emem.{function}()")
