@@ -24,7 +24,7 @@ from clusters import Cluster, free_port, plpython_modules
 
 DIMENSION = 128  # 250 such vectors take some 130 kB: more than the cap on intermediate results
 INTERMEDIATE_CAP = "64kB"
-LANES = ("alpha", "beta", "shared")
+LANES = ("alpha", "beta", "gamma")  # alpha and beta hash to one of 2 shards, gamma to the other
 PROFILES = {
     "default": "record_vectors, tags, window_vectors, fulltext",
     "recommended": "record_vectors:30, tags_by_terms:35, window_vectors:10, thread_context:15,"
@@ -102,7 +102,7 @@ def write_corpus(conn: psycopg.Connection, roles: dict[str, str]) -> None:
             conn.execute("select emem.put_window(%s, %s)", (members, json.dumps(unit(rng))))
     for mode in ("page_filter", "strict"):
         profile = f"reader_{mode}"
-        conn.execute("select emem.create_agent_profile(%s, array['alpha', 'shared'])", (profile,))
+        conn.execute("select emem.create_agent_profile(%s, array['alpha', 'gamma'])", (profile,))
         conn.execute("select emem.set_agent_setting(%s, 'emem.lane_isolation', %s)", (profile, mode))
         conn.execute("select emem.bind_role(%s, %s)", (roles[mode], profile))
 
@@ -177,6 +177,14 @@ class CitusCluster:
     def connect(self) -> psycopg.Connection:
         return psycopg.connect(self.nodes[0].dsn(), autocommit=True)
 
+    @staticmethod
+    def placements(conn: psycopg.Connection) -> int:
+        """On how many workers the records' lanes are placed."""
+        return conn.execute(
+            "select count(distinct p.nodeport) from emem.lanes as l join pg_dist_shard_placement as p"
+            " on p.shardid = get_shard_id_for_distribution_column('emem.records', l.lane_name)"
+        ).fetchone()[0]
+
 
 @pytest.fixture(scope="module")
 def citus(server: None, postgresql_noproc: Any) -> Iterator[tuple[CitusCluster, dict[str, str]]]:
@@ -197,6 +205,7 @@ def citus(server: None, postgresql_noproc: Any) -> Iterator[tuple[CitusCluster, 
                         for role in roles.values():
                             conn.execute(f"create role {role} login")
                         write_corpus(conn, roles)
+                        assert cluster.placements(conn) == 2, "the corpus must span both shards and both workers"
                     yield cluster, roles
         finally:
             admin.execute(f"drop database if exists {probe} with (force)")
@@ -225,6 +234,34 @@ def test_every_find_gives_the_pages_and_totals_of_one_node(citus: tuple, one_nod
     assert any(page["rows"] for page in expected.values())
 
 
+def test_pgvector_settings_reach_every_shard_of_a_scan(citus: tuple) -> None:
+    # Each shard reports what it ran with (the cause of 80 rows for the 100 nearest), for emem._scan
+    # called from PL/Python as a find calls it.
+    cluster, _ = citus
+    shard_settings = (
+        "select r.record_id, coalesce(pg_catalog.current_setting('hnsw.ef_search', true), '-1')::float8 as distance,"
+        " array[(coalesce(pg_catalog.current_setting('hnsw.iterative_scan', true), '') = 'relaxed_order')::int::int8]"
+        " as windows from emem.records as r where $1 is not null and $2 > 0"
+    )
+    with cluster.connect() as conn:
+        conn.execute(
+            """create function pg_temp.scan_as_a_find(query text, question public.vector, settings jsonb)
+               returns table (ef_search float8, iterative bigint[], records bigint) language plpython3u as $py$
+                   plan = plpy.prepare("select s.distance, s.windows, count(*) from emem._scan($1, $2, 1, 123, $3) as s"
+                                       " group by 1, 2", ["text", "public.vector", "jsonb"])
+                   return [tuple(row.values()) for row in plpy.execute(plan, [query, question, settings])]
+               $py$"""
+        )
+        reported = conn.execute(
+            "select ef_search, iterative, records from pg_temp.scan_as_a_find(%s, %s::vector, %s)",
+            (shard_settings, question_vector("any"), json.dumps({"hnsw.iterative_scan": "relaxed_order"})),
+        ).fetchall()
+        after = conn.execute("select current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')")
+        assert after.fetchone() == ("40", "off"), "the scan's settings outlived it"
+    total = sum(n for _, _, n in reported)
+    assert reported == [(123.0, [1], total)], reported
+
+
 def test_an_agent_reads_only_its_lanes_directly_on_the_cluster(citus: tuple) -> None:
     """Row-level security on the shards: the policies' functions read the bindings (reference tables)."""
     cluster, roles = citus
@@ -235,7 +272,7 @@ def test_an_agent_reads_only_its_lanes_directly_on_the_cluster(citus: tuple) -> 
         edges = conn.execute(
             "select count(*) from emem.edges where 'beta' in (from_lane_name, to_lane_name)"
         ).fetchone()
-    assert lanes == tags == {"alpha", "shared"} and edges == (0,)
+    assert lanes == tags == {"alpha", "gamma"} and edges == (0,)
 
 
 def test_writes_edits_and_the_embedding_queue_work_on_the_cluster(citus: tuple) -> None:
