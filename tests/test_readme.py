@@ -35,9 +35,6 @@ ROOT = Path(__file__).resolve().parent.parent
 README = "README.md"
 DOCS = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs").glob("*.md"))
 DOCUMENTATION = [README, "CHANGELOG.md", "DEVELOPMENT.md", *DOCS]
-# Documents written by parallel work: links to one are accepted while it is missing, and the tests
-# of its sections skip. Once it exists, drop it from here.
-PENDING_DOCUMENTS: set[str] = set()
 CLIENTS = "docs/clients.md"
 README_MAX_LINES = 120  # one screen or two
 DEMO_DSN = "host=127.0.0.1 port=5433 dbname=emem_demo user=postgres"  # what the snippets connect to
@@ -46,10 +43,7 @@ OWN_APPLICATION = "Use emem from your own application"
 
 
 def text_of(document: str) -> str:
-    path = ROOT / document
-    if not path.exists() and document in PENDING_DOCUMENTS:
-        pytest.skip(f"{document} is not in this checkout yet")
-    return path.read_text(encoding="utf-8")
+    return (ROOT / document).read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)
@@ -82,10 +76,6 @@ def blocks_of(language: str, section: str | None = None, document: str = README)
     return found
 
 
-def existing_documentation() -> list[str]:
-    return [document for document in DOCUMENTATION if (ROOT / document).exists()]
-
-
 def with_database(snippet: str, conninfo: str) -> str:
     assert snippet.count(DEMO_DSN) == 1, f"the snippet should connect to {DEMO_DSN!r} once"
     return snippet.replace(DEMO_DSN, conninfo)
@@ -103,7 +93,7 @@ def test_the_two_commands_are_the_set_up_and_the_test_command_ci_runs() -> None:
 
 def set_up_paragraph() -> str:
     """The README's text between the two commands and the quick start."""
-    return README.split("bash scripts/test.sh", 1)[1].split("```", 2)[1]
+    return text_of(README).split("bash scripts/test.sh", 1)[1].split("```", 2)[1]
 
 
 def test_the_set_up_paragraph_says_what_the_scripts_do() -> None:
@@ -236,7 +226,7 @@ def emem_commands(blocks: list[Block]) -> list[list[str]]:
 
 def documented_shell_blocks() -> list[Block]:
     """The shell blocks of the README and docs/, in that order (docs/ by name)."""
-    return [b for document in existing_documentation() for b in fenced_blocks(document) if b.language == "sh"]
+    return [b for document in DOCUMENTATION for b in fenced_blocks(document) if b.language == "sh"]
 
 
 def test_the_command_line_section_shows_every_command() -> None:
@@ -306,9 +296,7 @@ def serve_until_it_answers(args: list[str]) -> None:
 
 
 def test_every_emem_command_quoted_in_the_prose_parses() -> None:
-    quoted = [
-        command for document in existing_documentation() for command in re.findall(r"`(emem [^`]+)`", text_of(document))
-    ]
+    quoted = [command for document in DOCUMENTATION for command in re.findall(r"`(emem [^`]+)`", text_of(document))]
     assert len(quoted) >= 10
     for command in quoted:
         args = shlex.split(command.split("|")[0].replace("\\", ""))[1:]
@@ -516,14 +504,7 @@ def test_every_relative_link_leads_to_a_file_and_heading_that_exist(document: st
         target = (source.parent / path).resolve() if path else source
         name = str(target.relative_to(ROOT)) if target.is_relative_to(ROOT) else str(target)
         if not target.exists():
-            if name not in PENDING_DOCUMENTS:
-                broken.append(f"{link}: no such file")
+            broken.append(f"{link}: no such file")
         elif anchor and target.suffix == ".md" and anchor not in heading_anchors(target.read_text(encoding="utf-8")):
             broken.append(f"{link}: no such heading in {name}")
     assert not broken, f"{document}: " + "; ".join(broken)
-
-
-@pytest.mark.parametrize("pending", sorted(PENDING_DOCUMENTS))
-def test_a_pending_document_is_still_missing(pending: str) -> None:
-    """Links to it are accepted only while it is missing: once it lands, they are checked."""
-    assert not (ROOT / pending).exists(), f"{pending} exists now: remove it from PENDING_DOCUMENTS"
