@@ -12,6 +12,7 @@ from typing import Any
 from .analysis import QuestionAnalysis
 from .entry import Backend
 from .merge import Candidate
+from .plans import WHOLE_ON_A_CLUSTER
 from .sets import SetSql
 
 
@@ -95,9 +96,26 @@ class Reader:
         return self.request.space
 
     @functools.cached_property
+    def distributed(self) -> bool:
+        """Whether emem's tables are distributed over a Citus cluster (docs/scale-out.md)."""
+        citus = "select pg_catalog.to_regclass('pg_catalog.pg_dist_partition') is not null as c"
+        if not self.execute("reader.distributed", citus, [], [])[0]["c"]:
+            return False
+        return self.execute(
+            "reader.distributed",
+            """select exists (select 1 from pg_catalog.pg_dist_partition as p
+                              where p.logicalrelid operator(pg_catalog.=) 'emem.records'::pg_catalog.regclass) as d""",
+            [],
+            [],
+        )[0]["d"]
+
+    @functools.cached_property
     def exact_limit(self) -> int:
         """How many records a tag match may hold and still be fetched whole (Tuning.exact_candidates);
-        with a vector, the crossover with a filtered HNSW scan."""
+        with a vector, the crossover with a filtered HNSW scan. On a Citus cluster every match is
+        read whole: a lazy read probes records one by one, which a cluster cannot push down."""
+        if self.distributed:
+            return WHOLE_ON_A_CLUSTER
         if self.degraded:
             return self.tuning.exact_candidates  # degraded broad tags are read in record-id order from their index
         return self.crossover(self.tuning.filtered_scan_cost_ratio)
@@ -107,7 +125,7 @@ class Reader:
         """How many records a full-text or edge match may hold and still be fetched whole. With a
         vector as exact_limit; degraded, such a match is read in record-id order by probing the
         records one by one (it has no index in that order): the crossover with that."""
-        if not self.degraded:
+        if not self.degraded or self.distributed:
             return self.exact_limit
         return self.crossover(self.tuning.degraded_probe_cost_ratio)
 

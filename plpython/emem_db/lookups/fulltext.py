@@ -22,7 +22,7 @@ from ..lists.broad import BroadList
 from ..lists.fetched import FetchedList
 from ..lists.scored import ScoredList
 from ..lists.tiered import Part, TieredList
-from ..plans import ListPlan, Mode
+from ..plans import ListPlan, Mode, read_whole_because
 from ..reader import Reader
 from ..sets import TextMatching
 
@@ -68,7 +68,8 @@ def fulltext(reader: Reader) -> CandidateList:
     if not queries:
         return planned(FetchedList([]), ListPlan("empty", "no term of the question is searched in full text"))
     if not is_broad(reader, queries, found.sizes):
-        plan = ListPlan("whole", f"the terms match at most {reader.probed_limit} records: read whole")
+        reason = f"the terms match at most {reader.probed_limit} records: read whole"
+        plan = ListPlan("whole", read_whole_because(reader.probed_limit, reason))
         return planned(fulltext_by_distance(reader, queries), plan)
     plan = ListPlan("broad", "a broad match by distance alone: read from the HNSW index filtered to it")
     return planned(BroadList(reader, text_match(any_of(queries), Size.of_union(found.sizes))), plan)
@@ -145,7 +146,8 @@ def plan_scored_text(frequencies: list[float], mode: Mode) -> ListPlan:
     if not frequencies:
         return ListPlan("empty", "no term of the question is searched in full text")
     if not broad:
-        return ListPlan("whole", f"every term is on at most {mode.exact_limit} records: scored whole")
+        reason = f"every term is on at most {mode.exact_limit} records: scored whole"
+        return ListPlan("whole", read_whole_because(mode.exact_limit, reason))
     if len(broad) > mode.max_broad_parts:
         return ListPlan("whole", f"{len(broad)} broad terms (at most {mode.max_broad_parts} are read in tiers)")
     return ListPlan("tiered", f"{len(broad)} broad terms read in tiers, the rest scored whole", tuple(map(str, broad)))

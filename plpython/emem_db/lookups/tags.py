@@ -30,7 +30,7 @@ from ..lookups.edges import (
     matched_labels,
     visible_ends,
 )
-from ..plans import ListPlan, Mode
+from ..plans import ListPlan, Mode, read_whole_because
 from ..reader import Reader
 from ..sets import AnyOf, LabelEnds, Listed, RecordSet, Tagged
 
@@ -88,7 +88,8 @@ def plan_tags(match: "TagMatch", mode: Mode) -> ListPlan:
     if not (match.tags or match.edges.found):
         return ListPlan("whole", "no tag or edge label matches")
     if upper is not None and upper <= mode.exact_limit:
-        return ListPlan("whole", f"the match holds at most {upper} records: at most {mode.exact_limit} are read whole")
+        reason = f"the match holds at most {upper} records: at most {mode.exact_limit} are read whole"
+        return ListPlan("whole", read_whole_because(mode.exact_limit, reason))
     if not mode.scored:
         return ListPlan("broad", "a broad match by distance alone: read from the HNSW index filtered to it")
     if len(match.tags) == 1 and not match.edges.found:
