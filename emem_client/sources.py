@@ -79,10 +79,14 @@ def json_nodes(value: Any) -> Iterator[tuple[Any, int]]:
 
 
 def check_plain_json(value: Any, what: str) -> None:
-    """Refuses NaN and infinities anywhere in `value`, and nesting deeper than MAX_NESTING levels."""
+    """Refuses NaN and infinities anywhere in `value`, NUL characters in its texts and keys
+    (PostgreSQL text cannot hold them), and nesting deeper than MAX_NESTING levels."""
     for node, depth in json_nodes(value):
         if isinstance(node, NonFinite):
             raise BadItem(f"{what} holds {node.text}, which is not a JSON number")
+        texts = [node] if isinstance(node, str) else list(node) if isinstance(node, dict) else []
+        if any("\x00" in text for text in texts if isinstance(text, str)):
+            raise BadItem(f"{what} holds a NUL character, which PostgreSQL text cannot hold")
         if depth > MAX_NESTING:
             raise BadItem(f"{what} is nested more than {MAX_NESTING} levels deep")
 

@@ -578,6 +578,9 @@ MALFORMED_NOTES = [
         "a link's property value is longer than 1000 characters or 2000 bytes",
     ),
     ('{"id": "far", "content": "x", "links": [{"to": {"id": 1}, "relation": "r"}]}', "a link's to must be"),
+    ('{"id": "bad\\u0000id", "content": "x"}', "the note holds a NUL character"),
+    ('{"content": "x", "tags": ["a\\u0000b"]}', "the note holds a NUL character"),
+    ('{"content": "x", "metadata": {"k\\u0000": 1}}', "the note holds a NUL character"),
     ("[1, 2]", "a note must be a JSON object"),
     ("{not json", "invalid JSON"),
 ]
