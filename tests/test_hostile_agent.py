@@ -290,6 +290,23 @@ def test_strict_isolation_leaks_no_count_rank_or_content(db: psycopg.Connection,
         probe("strict isolation", len(before) * 3)
 
 
+def test_under_page_filter_totals_tell_a_guessed_hidden_value_and_strict_does_not(
+    db: psycopg.Connection, agent: psycopg.Connection
+) -> None:
+    """What the documentation says the default reveals: the right guess of a secret lane's figure
+    (98,765) counts one more candidate than a wrong one, though neither shows a row of that lane."""
+
+    def totals(guess: str) -> int:
+        found = envelope(agent, guess, None)
+        assert {row["lane"] for row in found["rows"]} <= {"own", "shared"}
+        return found["total_candidates"]
+
+    assert totals("98,765") == totals("12,345") + 1
+    db.execute("select emem.set_agent_setting('agent', 'emem.lane_isolation', 'strict')")
+    assert totals("98,765") == totals("12,345")
+    probe("totals channel", 4)
+
+
 def test_in_strict_isolation_a_flood_does_not_push_readable_records_off_the_page(
     db: psycopg.Connection, agent: psycopg.Connection, lanes: dict[str, list[int]]
 ) -> None:
