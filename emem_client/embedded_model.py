@@ -24,8 +24,6 @@ from safetensors.numpy import load_file
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]  # no type hints shipped
 from tokenizers import Tokenizer
 
-from emem_client.gateways import check_embedded_engine
-
 Matrix = npt.NDArray[np.float32]
 # exp(-70) is about 4e-31: nothing beside the values it is added to, and far from float32's
 # subnormal range (below 1.2e-38), whose numbers slow every later product several times over.
@@ -222,6 +220,6 @@ class TorchEncoder:
 
 
 def load_encoder(engine: str, device: str = "cpu") -> SentenceEncoder:
-    """The embedded model run by `engine` (gateways.EMBEDDED_ENGINES); ImportError where its packages are missing."""
-    check_embedded_engine(engine, device)
+    """The embedded model run by `engine`, which gateways.check_embedded_engine has accepted;
+    ImportError where its packages are missing."""
     return TorchEncoder(device) if engine == "torch" else NumpyEncoder(model_directory())

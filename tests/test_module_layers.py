@@ -89,6 +89,7 @@ CLIENT_LAYERS = [
     ["client", "documents", "units"],
     ["calls", "access", "setup_defaults"],
     ["gateways", "types"],
+    ["embedded_model"],
 ]
 CLIENT_LAYER_OF = {module: depth for depth, modules in enumerate(CLIENT_LAYERS) for module in modules}
 
