@@ -315,8 +315,8 @@ def check_database(conninfo: str, roles: Iterable[str], connect_timeout: float =
 @dataclass(frozen=True)
 class CallerLanes:
     """The lanes the acting role reads and writes (its agent profile's; every lane for the extension's
-    owner), and the isolation its finds run under: `seed` (pages cut before the lane filter, totals
-    count every lane) or `strict`."""
+    owner), and the isolation its finds run under: `page_filter` (pages cut before the lane filter,
+    totals count every lane) or `strict`."""
 
     role: str
     reads_every_lane: bool
@@ -348,7 +348,7 @@ def caller_lanes() -> calls.Call[CallerLanes]:
         "  coalesce(case when not me.every then (select ap.settings->>'emem.lane_isolation'"
         "   from emem.agent_profiles as ap join emem.role_profiles as rp on rp.profile_name = ap.profile_name"
         "   and rp.role_id = current_user::pg_catalog.regrole) end,"
-        "   nullif(pg_catalog.current_setting('emem.lane_isolation', true), ''), 'seed') as isolation"
+        "   nullif(pg_catalog.current_setting('emem.lane_isolation', true), '')) as isolation"
         " from me",
         (),
         lambda rows: describe_lanes(rows[0]),
@@ -356,10 +356,20 @@ def caller_lanes() -> calls.Call[CallerLanes]:
 
 
 ISOLATION_MEANS = {
-    "seed": "a page is cut from the list of every lane before records of lanes you cannot read are removed: "
-    "pages may hold fewer rows than asked, and totals count every lane",
+    "page_filter": "a page is cut from the list of every lane before records of lanes you cannot read are "
+    "removed: pages may hold fewer rows than asked, and totals count every lane",
     "strict": "every lookup reads only the lanes you read: pages are full and totals count your lanes only",
 }
+DEFAULT_ISOLATION = "page_filter"
+# When the mode is set the database still accepts `seed`, page_filter's old name, in any case.
+ISOLATION_ALIASES = {"seed": "page_filter"}
+
+
+def isolation_mode(value: str | None) -> str:
+    """The mode a setting's value names, as the database reads it; the default when unset."""
+    mode = (value or "").strip().lower()
+    mode = ISOLATION_ALIASES.get(mode, mode)
+    return mode if mode in ISOLATION_MEANS else DEFAULT_ISOLATION
 
 
 def describe_lanes(row: Mapping[str, Any]) -> CallerLanes:
@@ -373,7 +383,7 @@ def describe_lanes(row: Mapping[str, Any]) -> CallerLanes:
             f"agent profile {row['profile']}: you read {', '.join(reads) or 'no lane'} and write "
             f"{', '.join(writes) or 'no lane'}"
         )
-    isolation = row["isolation"] if row["isolation"] in ISOLATION_MEANS else "seed"
+    isolation = isolation_mode(row["isolation"])
     return CallerLanes(
         role=row["role"],
         reads_every_lane=bool(row["every"]),
