@@ -328,26 +328,22 @@ class CallerLanes:
 
 
 def caller_lanes() -> calls.Call[CallerLanes]:
-    """Read as the acting role: row-level security shows an agent its own binding and profile only."""
+    """Read as the acting role. Its profile and the lanes it reads are the database's answer
+    (emem.policy_profile, emem.policy_lanes: the binding by name, OID and cluster, as row-level
+    security decides), and row-level security shows it its own profile's lanes and settings only."""
     return calls.Call(
         "with me as (select r.rolname::text as role,"
-        "   r.rolsuper or r.rolbypassrls or pg_catalog.pg_has_role(r.oid, c.relowner, 'usage') as every"
+        "   r.rolsuper or r.rolbypassrls or pg_catalog.pg_has_role(r.oid, c.relowner, 'usage') as every,"
+        "   emem.policy_profile(current_user) as profile"
         "   from pg_catalog.pg_roles as r, pg_catalog.pg_class as c"
         "   where r.rolname = current_user and c.oid = 'emem.records'::pg_catalog.regclass)"
-        " select me.role, me.every,"
-        "  case when me.every then null else (select rp.profile_name from emem.role_profiles as rp"
-        "   where rp.role_id = current_user::pg_catalog.regrole) end as profile,"
+        " select me.role, me.every, case when me.every then null else me.profile end as profile,"
+        "  emem.policy_lanes(current_user) as reads,"
         "  case when me.every then array(select l.lane_name from emem.lanes as l order by 1)"
-        "   else array(select pl.lane_name from emem.profile_lanes as pl join emem.role_profiles as rp"
-        "    on rp.profile_name = pl.profile_name and rp.role_id = current_user::pg_catalog.regrole"
-        "    where pl.can_read order by 1) end as reads,"
-        "  case when me.every then array(select l.lane_name from emem.lanes as l order by 1)"
-        "   else array(select pl.lane_name from emem.profile_lanes as pl join emem.role_profiles as rp"
-        "    on rp.profile_name = pl.profile_name and rp.role_id = current_user::pg_catalog.regrole"
-        "    where pl.can_write order by 1) end as writes,"
+        "   else array(select pl.lane_name from emem.profile_lanes as pl"
+        "    where pl.profile_name = me.profile and pl.can_write order by 1) end as writes,"
         "  coalesce(case when not me.every then (select ap.settings->>'emem.lane_isolation'"
-        "   from emem.agent_profiles as ap join emem.role_profiles as rp on rp.profile_name = ap.profile_name"
-        "   and rp.role_id = current_user::pg_catalog.regrole) end,"
+        "   from emem.agent_profiles as ap where ap.profile_name = me.profile) end,"
         "   nullif(pg_catalog.current_setting('emem.lane_isolation', true), '')) as isolation"
         " from me",
         (),
