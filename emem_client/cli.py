@@ -800,13 +800,7 @@ def print_explanation(explanation: Mapping[str, Any], registry: list[RegisteredL
             ],
         )
         return
-    print_table(
-        ["lookup", "label", "weight", "candidates", "ms"],
-        [
-            [lookup.name, lookup.label, f"{float(profile[lookup.name]):g}", *lookup_figures(explanation, lookup.name)]
-            for lookup in in_profile
-        ],
-    )
+    print_lookups(explanation, in_profile)
     out("")
     out("rank of each row of the page in each lookup's list (-: not in it, or beyond what was read):")
     print_table(
@@ -819,12 +813,32 @@ def print_explanation(explanation: Mapping[str, Any], registry: list[RegisteredL
     )
 
 
-def lookup_figures(explanation: Mapping[str, Any], name: str) -> list[str]:
-    """A lookup's candidates and milliseconds, or that it was skipped (a vector lookup, degraded)."""
-    figures = explanation["lookups"].get(name)
+def print_lookups(explanation: Mapping[str, Any], in_profile: list[RegisteredLookup]) -> None:
+    """Each lookup's weight and candidates; its milliseconds only where the database gave times, which
+    it gives roles that read every lane only (an agent under strict isolation gets counts and ranks)."""
+    timed = "merge_milliseconds" in explanation
+    if not timed:
+        out("times, plans and statements are shown to the extension's owner only")
+    profile = explanation["pipeline_profile"]
+    print_table(
+        ["lookup", "label", "weight", "candidates", *(["ms"] if timed else [])],
+        [
+            [
+                lookup.name,
+                lookup.label,
+                f"{float(profile[lookup.name]):g}",
+                *lookup_figures(explanation["lookups"].get(lookup.name), timed),
+            ]
+            for lookup in in_profile
+        ],
+    )
+
+
+def lookup_figures(figures: Mapping[str, Any] | None, timed: bool) -> list[str]:
+    """A lookup's candidates (and milliseconds when timed), or that it was skipped (a vector lookup, degraded)."""
     if figures is None:
-        return ["-", "skipped"]
-    return [str(figures["candidates"]), f"{figures['milliseconds']:.1f}"]
+        return ["-", "skipped"] if timed else ["skipped"]
+    return [str(figures["candidates"]), *([f"{figures['milliseconds']:.1f}"] if timed else [])]
 
 
 def rank_text(rank: int | None) -> str:

@@ -244,8 +244,8 @@ class EmemTools:
 
     async def lanes(self, *, ctx: Context) -> CallerLanes:
         """Which lanes you read and write (your agent profile's), and the lane isolation your finds run under:
-        `seed` (pages may be short and totals count every lane) or `strict` (only your lanes). remember writes
-        into a lane you write."""
+        `page_filter` (pages may be short and totals count every lane) or `strict` (only your lanes). remember
+        writes into a lane you write."""
         return await self.call(ctx, self.service.lanes)
 
     async def call(self, ctx: Context, run: Callable[[Caller], Awaitable[T]]) -> T:

@@ -315,8 +315,8 @@ def check_database(conninfo: str, roles: Iterable[str], connect_timeout: float =
 @dataclass(frozen=True)
 class CallerLanes:
     """The lanes the acting role reads and writes (its agent profile's; every lane for the extension's
-    owner), and the isolation its finds run under: `seed` (pages cut before the lane filter, totals
-    count every lane) or `strict`."""
+    owner), and the isolation its finds run under: `page_filter` (pages cut before the lane filter,
+    totals count every lane) or `strict`."""
 
     role: str
     reads_every_lane: bool
@@ -328,27 +328,23 @@ class CallerLanes:
 
 
 def caller_lanes() -> calls.Call[CallerLanes]:
-    """Read as the acting role: row-level security shows an agent its own binding and profile only."""
+    """Read as the acting role. Its profile and the lanes it reads are the database's answer
+    (emem.policy_profile, emem.policy_lanes: the binding by name, OID and cluster, as row-level
+    security decides), and row-level security shows it its own profile's lanes and settings only."""
     return calls.Call(
         "with me as (select r.rolname::text as role,"
-        "   r.rolsuper or r.rolbypassrls or pg_catalog.pg_has_role(r.oid, c.relowner, 'usage') as every"
+        "   r.rolsuper or r.rolbypassrls or pg_catalog.pg_has_role(r.oid, c.relowner, 'usage') as every,"
+        "   emem.policy_profile(current_user) as profile"
         "   from pg_catalog.pg_roles as r, pg_catalog.pg_class as c"
         "   where r.rolname = current_user and c.oid = 'emem.records'::pg_catalog.regclass)"
-        " select me.role, me.every,"
-        "  case when me.every then null else (select rp.profile_name from emem.role_profiles as rp"
-        "   where rp.role_id = current_user::pg_catalog.regrole) end as profile,"
+        " select me.role, me.every, case when me.every then null else me.profile end as profile,"
+        "  emem.policy_lanes(current_user) as reads,"
         "  case when me.every then array(select l.lane_name from emem.lanes as l order by 1)"
-        "   else array(select pl.lane_name from emem.profile_lanes as pl join emem.role_profiles as rp"
-        "    on rp.profile_name = pl.profile_name and rp.role_id = current_user::pg_catalog.regrole"
-        "    where pl.can_read order by 1) end as reads,"
-        "  case when me.every then array(select l.lane_name from emem.lanes as l order by 1)"
-        "   else array(select pl.lane_name from emem.profile_lanes as pl join emem.role_profiles as rp"
-        "    on rp.profile_name = pl.profile_name and rp.role_id = current_user::pg_catalog.regrole"
-        "    where pl.can_write order by 1) end as writes,"
+        "   else array(select pl.lane_name from emem.profile_lanes as pl"
+        "    where pl.profile_name = me.profile and pl.can_write order by 1) end as writes,"
         "  coalesce(case when not me.every then (select ap.settings->>'emem.lane_isolation'"
-        "   from emem.agent_profiles as ap join emem.role_profiles as rp on rp.profile_name = ap.profile_name"
-        "   and rp.role_id = current_user::pg_catalog.regrole) end,"
-        "   nullif(pg_catalog.current_setting('emem.lane_isolation', true), ''), 'seed') as isolation"
+        "   from emem.agent_profiles as ap where ap.profile_name = me.profile) end,"
+        "   nullif(pg_catalog.current_setting('emem.lane_isolation', true), '')) as isolation"
         " from me",
         (),
         lambda rows: describe_lanes(rows[0]),
@@ -356,10 +352,20 @@ def caller_lanes() -> calls.Call[CallerLanes]:
 
 
 ISOLATION_MEANS = {
-    "seed": "a page is cut from the list of every lane before records of lanes you cannot read are removed: "
-    "pages may hold fewer rows than asked, and totals count every lane",
+    "page_filter": "a page is cut from the list of every lane before records of lanes you cannot read are "
+    "removed: pages may hold fewer rows than asked, and totals count every lane",
     "strict": "every lookup reads only the lanes you read: pages are full and totals count your lanes only",
 }
+DEFAULT_ISOLATION = "page_filter"
+# When the mode is set the database still accepts `seed`, page_filter's old name, in any case.
+ISOLATION_ALIASES = {"seed": "page_filter"}
+
+
+def isolation_mode(value: str | None) -> str:
+    """The mode a setting's value names, as the database reads it; the default when unset."""
+    mode = (value or "").strip().lower()
+    mode = ISOLATION_ALIASES.get(mode, mode)
+    return mode if mode in ISOLATION_MEANS else DEFAULT_ISOLATION
 
 
 def describe_lanes(row: Mapping[str, Any]) -> CallerLanes:
@@ -373,7 +379,7 @@ def describe_lanes(row: Mapping[str, Any]) -> CallerLanes:
             f"agent profile {row['profile']}: you read {', '.join(reads) or 'no lane'} and write "
             f"{', '.join(writes) or 'no lane'}"
         )
-    isolation = row["isolation"] if row["isolation"] in ISOLATION_MEANS else "seed"
+    isolation = isolation_mode(row["isolation"])
     return CallerLanes(
         role=row["role"],
         reads_every_lane=bool(row["every"]),

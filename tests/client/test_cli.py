@@ -514,3 +514,25 @@ def test_explain_shows_an_agent_its_rows_provenance_only(
     assert "each lookup's counts and ranks are shown to the extension's owner, or under strict isolation" in out
     assert re.search(r"^rank\s+id\s+placed by\s+found by$", out, re.MULTILINE)
     assert "merged in" not in out
+
+
+def test_explain_shows_an_agent_under_strict_isolation_its_counts_and_ranks_without_times(
+    db: psycopg.Connection,
+    emem: Callable[..., tuple[int, str, str]],
+    ingested: None,
+    make_role: Callable[..., str],
+    dsn: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Under strict isolation an agent gets each lookup's counts and each row's ranks (its lanes alone), but
+    no times, plans or statements (those are the owner's): explain shows what it is given."""
+    db.execute("select emem.create_agent_profile('clerk', array['team'])")
+    db.execute("select emem.set_agent_setting('clerk', 'emem.lane_isolation', 'strict')")
+    code = cli.main(["--dsn", dsn(make_role("clerk", "clerk")), "explain", "Why does the finance export keep failing?"])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0
+    note = lines.index("times, plans and statements are shown to the extension's owner only")
+    assert re.split(r"\s{2,}", lines[note + 1]) == ["lookup", "label", "weight", "candidates"]
+    assert all(re.fullmatch(r"\S+\s+\S.*\s+\d+\s+(\d+|skipped)", line) for line in lines[note + 2 : note + 4])
+    assert any(line.startswith("rank of each row") for line in lines)
+    assert not any("merged in" in line for line in lines)

@@ -121,7 +121,7 @@ def test_remember_without_a_lane_goes_to_the_callers_own_lane_or_says_which_to_n
         "agent_profile": "looker",
         "reads": ["work"],
         "writes": [],
-        "lane_isolation": "seed",
+        "lane_isolation": "page_filter",
         "explanation": "",
     }
     with http_service(world, world.dsn(world.login), world.embeddings_url) as http:
