@@ -26,7 +26,7 @@ from corpus import DIMENSION, Corpus
 from db import Server, connection, install_script_md5, modules_md5, scalar
 from floor import ITERATIVE_SCAN, Floor, TagSchema, WeightedTerms, create_hybrids, hybrid_queries
 from lanes import AGENTS, agent_connection, ensure_agents, ensure_edge_lane, lane_cells, lane_lines, lane_summary
-from load import Target, build, space_id, stored_corpus, update_extension
+from load import Target, build, installed_release, space_id, stored_corpus, update_extension
 from measure import Cell, backend_memory, fresh_connections, latency, percentiles, throughput
 from profiling import profile_question
 from questions import Question, build_questions
@@ -86,19 +86,24 @@ def say(message: str) -> None:
 
 def corpus_ready(target: Target, args: argparse.Namespace, script_md5: str | None) -> tuple[dict, bool]:
     """The load report: of the stored corpus when it matches (size, seed and the installed
-    extension script, after updating an older release in place), else of a new load."""
+    extension script, after updating an older release in place; a previous release's corpus
+    when it is still at that release), else of a new load."""
     stored = None if args.rebuild else stored_corpus(target)
-    if stored is not None:
+    reusable = False
+    if stored is not None and target.release is not None:  # a shipped release: its scripts do not change
+        reusable = installed_release(target) == target.release
+    elif stored is not None:
         updated_from = update_extension(target, script_md5)
         if updated_from is not None:
             say(f"updated emem in {target.dbname} from {updated_from} by ALTER EXTENSION emem UPDATE")
             stored = stored | {"extension_script_md5": script_md5}
-        if stored.get("extension_script_md5") == script_md5 or args.reuse_corpus:
-            say(f"reusing {target.dbname}: {target.records} records, seed {target.seed} (--rebuild to load again)")
-            return stored, True
+        reusable = stored.get("extension_script_md5") == script_md5 or args.reuse_corpus
+    if stored is not None and reusable:
+        say(f"reusing {target.dbname}: {target.records} records, seed {target.seed} (--rebuild to load again)")
+        return stored, True
     say(
-        f"building {target.dbname}: {target.records} records, seed {target.seed}"
-        " (none stored, or built with another emem install script of the same release)"
+        f"building {target.dbname}: {target.records} records, seed {target.seed}, emem {target.release or 'installed'}"
+        " (none stored, or built with another emem install script or release)"
     )
     load = build(target, args.batch_size, args.load_with_indexes, args.maintenance_work_mem, script_md5)
     return load, False
@@ -106,18 +111,22 @@ def corpus_ready(target: Target, args: argparse.Namespace, script_md5: str | Non
 
 def load_lines(load: dict) -> str:
     builds = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in load["index_build_seconds"].items())
+    derived = load.get("derived_problems")
     return "\n".join(
         [
-            f"load: {load['records']} records with {load['tags']} tags and 384-d vectors through put_records, "
-            f"{load['records_per_second']} records/s ({load['put_records_seconds']:.1f} s, batches of "
-            f"{load['batch_size']}, HNSW indexes {'kept' if load['with_indexes'] else 'dropped'} during the load)",
-            f"      {load['edges']} edges by bulk INSERT, {load['edges_per_second']} edges/s; "
+            f"load (emem {load.get('release') or 'installed'}): {load['records']} records with {load['tags']} tags"
+            f" and 384-d vectors through put_records, {load['records_per_second']} records/s"
+            f" ({load['put_records_seconds']:.1f} s, batches of {load['batch_size']}, HNSW indexes"
+            f" {'kept' if load['with_indexes'] else 'dropped'} during the load)",
+            f"      {load['edges']} edges by {load.get('edges_by', 'bulk INSERT')} in batches of"
+            f" {load.get('edge_batch_size', load['batch_size'])}, {load['edges_per_second']} edges/s; "
             f"{load['windows']} windows ({load['window_members']} members): "
             f"{load['put_window_count']} through put_window at "
             f"{load['put_window_per_second']}/s, the rest by bulk INSERT at {load['bulk_windows_per_second']}/s",
             f"      index build: {builds or 'during the load'} (maintenance_work_mem {load['maintenance_work_mem']}); "
             f"vacuum analyze {load['vacuum_analyze_seconds']:.1f} s; whole load {load['total_seconds']:.0f} s "
-            f"(client-side generation {load['generation_seconds']:.0f} s)",
+            f"(client-side generation {load['generation_seconds']:.0f} s); emem.check_derived(): "
+            + ("empty" if derived == 0 else "not in this release" if derived is None else f"{derived} problems"),
         ]
     )
 
@@ -198,6 +207,17 @@ def run_lanes(server: Server, args: argparse.Namespace, questions: list[Question
     return lane_summary(cells)
 
 
+def add_edge_lane(conn: psycopg.Connection, target: Target, space: int) -> dict | None:
+    added = ensure_edge_lane(conn, Corpus(target.records, target.seed), space, target.writes)
+    if added is not None:
+        say(
+            f"added lane {added['lane']} to {target.dbname}: {added['records']} records, {added['edges']} edges"
+            f" by {added['edges_by']} at {added['edges_per_second']}/s ({added['seconds']} s);"
+            f" emem.check_derived(): {'not in this release' if added['derived_problems'] is None else 'empty'}"
+        )
+    return added
+
+
 def run_concurrency(server: Server, args: argparse.Namespace, questions: list[Question]) -> dict:
     calls = [
         (FIND_ENVELOPE, (q.text, q.vector if with_vector else None, 1, args.page_size))
@@ -269,17 +289,13 @@ def main(argv: list[str]) -> int:
         with connection(server, "postgres") as admin:
             script_md5 = install_script_md5(admin)
         load, reused = corpus_ready(target, args, script_md5)
+        say(load_lines(load))
     except psycopg.OperationalError as error:
         print(f"cannot reach PostgreSQL at {server.host}:{server.port} as {server.user}: {error}", file=sys.stderr)
         return 2
-    say(load_lines(load))
     with connection(server, args.dbname) as conn:
         space = space_id(conn)
-        added = ensure_edge_lane(conn, Corpus(args.records, args.seed), space)
-        if added is not None:
-            say(
-                f"added lane {added['lane']}: {added['records']} records, {added['edges']} edges ({added['seconds']} s)"
-            )
+        added = add_edge_lane(conn, target, space)
         ensure_agents(conn)
         create_hybrids(conn, space, DIMENSION)
         questions = build_questions(conn, Corpus(args.records, args.seed))
@@ -326,6 +342,7 @@ def main(argv: list[str]) -> int:
         "git_head_at_start": head,
         "load": load,
         "corpus_reused": reused,
+        "edge_lane_added": added,
         "questions": [vars(q) | {"vector": "(near a cluster centre)"} for q in questions],
         "latency": timings["summaries"],
         "lanes": lanes,
