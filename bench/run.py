@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
+from beside import beside_cells, beside_lines, compare, same_corpus
 from corpus import DIMENSION, Corpus
 from db import Server, connection, install_script_md5, modules_md5, scalar
 from floor import ITERATIVE_SCAN, Floor, TagSchema, WeightedTerms, create_hybrids, hybrid_queries
@@ -31,6 +32,7 @@ from measure import Cell, backend_memory, fresh_connections, latency, percentile
 from profiling import profile_question
 from questions import Question, build_questions
 from report import machine, machine_line, summarise, tables
+from writes import PREVIOUS
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODES = {"vector": True, "degraded": False}
@@ -71,6 +73,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--maintenance-work-mem", default=None, help="for the index build (default 1GB, 4GB at 1M)")
     parser.add_argument("--dbname", help="default emem_bench_<records>")
     parser.add_argument("--no-profile", action="store_true", help="skip the auto_explain profile of find")
+    parser.add_argument(
+        "--beside",
+        choices=sorted(PREVIOUS),
+        help="also build (or reuse) the corpus with this previous release in database <dbname>_<release> and"
+        " time both releases' finds in the same rounds, comparing their pages",
+    )
     args = parser.parse_args(argv)
     args.repetitions = args.repetitions or (8 if args.quick else 40)
     args.fresh_connections = args.fresh_connections or (3 if args.quick else 10)
@@ -207,6 +215,31 @@ def run_lanes(server: Server, args: argparse.Namespace, questions: list[Question
     return lane_summary(cells)
 
 
+def run_beside(args: argparse.Namespace, questions: list[Question], target: Target, beside: Target) -> dict:
+    """Both releases' pages timed in the same shuffled rounds (beside.py), on the same questions."""
+    release = beside.release or ""
+    with connection(target.server, target.dbname) as this, connection(beside.server, beside.dbname) as previous:
+        this_release = str(scalar(this, "select extversion from pg_extension where extname = 'emem'"))
+        corpus = same_corpus(this, previous)
+        if not all(table["same"] for table in corpus.values()):
+            say(f"warning: {target.dbname} and {beside.dbname} do not hold the same corpus: {corpus}")
+        cells = beside_cells({this_release: this, release: previous}, questions, MODES, FIND_ENVELOPE, args.page_size)
+        say(f"beside {release}: {len(cells)} cells x {args.repetitions} rounds")
+        latency(cells, args.repetitions, progress=say)
+        modules = modules_md5(previous)
+    figures = compare(cells, this_release, release)
+    return {"database": beside.dbname, "modules_md5": modules, "corpus": corpus, **figures}
+
+
+def prepare_previous(args: argparse.Namespace, beside: Target) -> dict:
+    """The previous release's corpus, built or reused, with the other lane's edges."""
+    load, reused = corpus_ready(beside, args, None)
+    say(load_lines(load))
+    with connection(beside.server, beside.dbname) as conn:
+        added = add_edge_lane(conn, beside, space_id(conn))
+    return {"load": load, "corpus_reused": reused, "edge_lane_added": added}
+
+
 def add_edge_lane(conn: psycopg.Connection, target: Target, space: int) -> dict | None:
     added = ensure_edge_lane(conn, Corpus(target.records, target.seed), space, target.writes)
     if added is not None:
@@ -283,6 +316,11 @@ def main(argv: list[str]) -> int:
     started = time.perf_counter()
     server = Server()
     target = Target(server, args.dbname, args.records, args.seed)
+    beside = (
+        Target(server, f"{args.dbname}_{args.beside.replace('.', '_')}", args.records, args.seed, args.beside)
+        if args.beside
+        else None
+    )
     command = "python3 bench/run.py " + shlex.join(argv)
     head = git_head()
     try:
@@ -290,6 +328,7 @@ def main(argv: list[str]) -> int:
             script_md5 = install_script_md5(admin)
         load, reused = corpus_ready(target, args, script_md5)
         say(load_lines(load))
+        previous = prepare_previous(args, beside) if beside is not None else None
     except psycopg.OperationalError as error:
         print(f"cannot reach PostgreSQL at {server.host}:{server.port} as {server.user}: {error}", file=sys.stderr)
         return 2
@@ -305,6 +344,9 @@ def main(argv: list[str]) -> int:
     for q in questions:
         say(f"  {q.kind:<13} {q.text!r}: terms {list(q.terms)}, full text {list(q.fulltext_terms)}")
     timings = run_latency(server, args, questions, space)
+    beside_figures = (
+        run_beside(args, questions, target, beside) | previous if beside is not None and previous is not None else None
+    )
     say("another lane's edges: agents reading lane ops, seed and strict")
     lanes = run_lanes(server, args, questions)
     say(f"fresh connections: {args.fresh_connections} per question ({', '.join(FRESH_KINDS)})")
@@ -343,6 +385,7 @@ def main(argv: list[str]) -> int:
         "load": load,
         "corpus_reused": reused,
         "edge_lane_added": added,
+        "beside": beside_figures,
         "questions": [vars(q) | {"vector": "(near a cluster centre)"} for q in questions],
         "latency": timings["summaries"],
         "lanes": lanes,
@@ -359,6 +402,9 @@ def main(argv: list[str]) -> int:
     say("")
     say(lane_lines(lanes))
     say("")
+    if beside_figures is not None:
+        say(beside_lines(beside_figures, load))
+        say("")
     say(f"round trip of `select 1`: p50 {timings['round_trip_select_1']['p50']:.2f} ms")
     for kind, figures in fresh.items():
         say(fresh_line(kind, figures))
