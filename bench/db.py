@@ -58,6 +58,10 @@ def install_script_md5(conn: psycopg.Connection) -> str | None:
     return str(script) if script else None
 
 
+def emem_version(conn: psycopg.Connection) -> str:
+    return str(scalar(conn, "select extversion from pg_extension where extname = 'emem'"))
+
+
 def emem_module(conn: psycopg.Connection) -> str:
     """The package of in-database modules this database's emem imports: emem_db_<version> from
     0.3.0 on (each release its own), emem_db before."""

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import psycopg
 from corpus import DIMENSION, LANES, Corpus, Unit, windows
-from db import Server, connection, scalar, vacuum_analyze_emem, vector_text
+from db import Server, connection, emem_version, scalar, vacuum_analyze_emem, vector_text
 from writes import EDGE_BATCH, EdgeRow, Writes, require_derived_rows, writes_for
 
 MODEL_NAME = "bench-synthetic"
@@ -117,7 +117,7 @@ def stored_corpus(target: Target) -> dict | None:
 
 def installed_release(target: Target) -> str:
     with connection(target.server, target.dbname) as conn:
-        return str(scalar(conn, "select extversion from pg_extension where extname = 'emem'"))
+        return emem_version(conn)
 
 
 def update_extension(target: Target, script_md5: str | None) -> str | None:
@@ -178,7 +178,7 @@ class Loader:
         self.space = space
         self.batch_size = batch_size
         self.writes = writes
-        self.report = LoadReport(batch_size=batch_size, release=writes.release, edges_by=writes.edges_by)
+        self.report = LoadReport(batch_size=batch_size, release=emem_version(conn), edges_by=writes.edges_by)
         self.ids = np.zeros(corpus.size, dtype=np.int64)
         self.loaded = 0
         self.pending_edges: list[EdgeRow] = []  # written in whole batches, the rest at the end

@@ -24,7 +24,7 @@ from pathlib import Path
 import psycopg
 from beside import beside_cells, beside_lines, compare, same_corpus
 from corpus import DIMENSION, Corpus
-from db import Server, connection, install_script_md5, modules_md5, scalar
+from db import Server, connection, emem_version, install_script_md5, modules_md5, scalar
 from floor import ITERATIVE_SCAN, Floor, TagSchema, WeightedTerms, create_hybrids, hybrid_queries
 from lanes import AGENTS, agent_connection, ensure_agents, ensure_edge_lane, lane_cells, lane_lines, lane_summary
 from load import Target, build, installed_release, space_id, stored_corpus, update_extension
@@ -219,7 +219,7 @@ def run_beside(args: argparse.Namespace, questions: list[Question], target: Targ
     """Both releases' pages timed in the same shuffled rounds (beside.py), on the same questions."""
     release = beside.release or ""
     with connection(target.server, target.dbname) as this, connection(beside.server, beside.dbname) as previous:
-        this_release = str(scalar(this, "select extversion from pg_extension where extname = 'emem'"))
+        this_release = emem_version(this)
         corpus = same_corpus(this, previous)
         if not all(table["same"] for table in corpus.values()):
             say(f"warning: {target.dbname} and {beside.dbname} do not hold the same corpus: {corpus}")
