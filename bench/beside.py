@@ -90,26 +90,55 @@ def difference(new: Cell, old: Cell) -> dict | None:
     }
 
 
-def compare(cells: list[Cell], this: str, previous: str) -> dict:
-    """Per question, mode and page: both releases' percentiles, their p50 ratio, and whether the
-    pages are the same; with the count of identical and different pages."""
+def pairs(cells: list[Cell], this: str, previous: str) -> dict[str, tuple[Cell, Cell]]:
+    """Each key's cell of this release and of the previous one."""
     by_key = {cell.key: cell for cell in cells}
+    keys = dict.fromkeys(cell.key.split("/", 1)[1] for cell in cells)
+    return {key: (by_key[f"{this}/{key}"], by_key[f"{previous}/{key}"]) for key in keys}
+
+
+def pages(differences: dict[str, dict | None]) -> dict:
+    """How many pages are the same in both releases, which differ, and where the first parts."""
+    different = [key for key, found in differences.items() if found]
+    return {
+        "pages_identical": len(differences) - len(different),
+        "pages_different": len(different),
+        "different": different,
+        "first_difference": {"page": different[0], **(differences[different[0]] or {})} if different else None,
+    }
+
+
+def compare(cells: list[Cell], this: str, previous: str) -> dict:
+    """Per question, mode and page: both releases' percentiles, their p50 ratio, and where their
+    pages differ; with the count of identical and different pages."""
     rows: dict[str, dict] = {}
-    for key in dict.fromkeys(cell.key.split("/", 1)[1] for cell in cells):
-        new, old = by_key[f"{this}/{key}"], by_key[f"{previous}/{key}"]
+    for key, (new, old) in pairs(cells, this, previous).items():
         timed = {release: percentiles(cell.times) for release, cell in ((this, new), (previous, old))}
         rows[key] = timed | {
             "ratio_p50": ratio(timed[this]["p50"], timed[previous]["p50"]),
             "difference": difference(new, old),
         }
-    different = [key for key, row in rows.items() if row["difference"]]
     return {
         "releases": [this, previous],
         "cells": rows,
-        "pages_identical": len(rows) - len(different),
-        "pages_different": len(different),
-        "different": different,
+        **pages({key: row["difference"] for key, row in rows.items()}),
     }
+
+
+def exact_vector_pages(cells: list[Cell], this: str, previous: str) -> dict:
+    """The same pages compared once more with index scans off on both connections: no HNSW graph
+    serves a vector lookup (each release's database built its own, and pgvector's graphs are
+    random), so what still differs comes from the releases themselves."""
+    connections = {id(cell.conn): cell.conn for cell in cells}.values()
+    for conn in connections:
+        conn.execute("set enable_indexscan = off")
+    try:
+        for cell in cells:
+            cell.run()
+    finally:
+        for conn in connections:
+            conn.execute("reset enable_indexscan")
+    return pages({key: difference(new, old) for key, (new, old) in pairs(cells, this, previous).items()})
 
 
 LOAD_RATES = (
@@ -127,6 +156,19 @@ def load_lines(this: str, new: dict, previous: str, old: dict) -> list[str]:
             f"{fmt(ratio(new.get(field), old.get(field)), 7, 2)}  {unit}"
         )
     return lines
+
+
+def pages_line(found: dict, this: str, previous: str) -> str:
+    line = f"{found['pages_identical']} identical, {found['pages_different']} different"
+    first = found["first_difference"]
+    if first is None:
+        return line
+    return (
+        f"{line} ({', '.join(found['different'])}); the first, {first['page']}, from rank {first['rank']}:"
+        f" {this} {first['ids_from_there'][0]}, {previous} {first['ids_from_there'][1]} (rows {first['rows'][0]}"
+        f" / {first['rows'][1]}, {first['common_ids']} ids in common; total_candidates"
+        f" {first['total_candidates'][0]} / {first['total_candidates'][1]})"
+    )
 
 
 def beside_lines(summary: dict, this_load: dict) -> str:
@@ -150,14 +192,7 @@ def beside_lines(summary: dict, this_load: dict) -> str:
             f"{kind:<13}{mode:<9}{page:>5}{fmt(new['p50'], 10)}{fmt(new['p95'], 7)}{fmt(old['p50'], 10)}"
             f"{fmt(old['p95'], 7)}{fmt(row['ratio_p50'], 7, 2)}  {'same' if not row['difference'] else 'differs'}"
         )
-    lines.append(f"pages: {summary['pages_identical']} identical, {summary['pages_different']} different")
-    if summary["different"]:
-        first = summary["different"][0]
-        diff = summary["cells"][first]["difference"]
-        lines.append(
-            f"first difference: {first}, from rank {diff['rank']}: {this} {diff['ids_from_there'][0]},"
-            f" {previous} {diff['ids_from_there'][1]} (rows {diff['rows'][0]} / {diff['rows'][1]},"
-            f" {diff['common_ids']} ids in common; total_candidates {diff['total_candidates'][0]}"
-            f" / {diff['total_candidates'][1]})"
-        )
+    lines.append("pages: " + pages_line(summary, this, previous))
+    exact = pages_line(summary["exact_vector_pages"], this, previous)
+    lines.append(f"pages with exact vector lookups (index scans off, no HNSW graph): {exact}")
     return "\n".join(lines)

@@ -15,6 +15,7 @@ it (the usual way to bulk-load pgvector); --load-with-indexes keeps them during 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -65,6 +66,7 @@ class LoadReport:
     edges_by: str = ""
     edge_batch_size: int = EDGE_BATCH
     derived_problems: int | None = None  # rows emem.check_derived() listed (None: the release has none)
+    load_average_1m: list[float] = field(default_factory=list)  # at the start and the end: loads run one after another
 
     @property
     def records_per_second(self) -> float:
@@ -198,6 +200,7 @@ class Loader:
 
     def load(self) -> LoadReport:
         started = time.perf_counter()
+        self.report.load_average_1m.append(round(os.getloadavg()[0], 2))
         generating = time.perf_counter()
         for batch in self.batches():
             records = [record for unit in batch for record in unit.records]
@@ -211,6 +214,7 @@ class Loader:
             generating = time.perf_counter()
         self.write_edges(len(self.pending_edges))
         self.report.total_seconds = time.perf_counter() - started
+        self.report.load_average_1m.append(round(os.getloadavg()[0], 2))
         return self.report
 
     def put_records(self, payload: str, count: int, tags: int) -> None:

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
-from beside import beside_cells, beside_lines, compare, same_corpus
+from beside import beside_cells, beside_lines, compare, exact_vector_pages, same_corpus
 from corpus import DIMENSION, Corpus
 from db import Server, connection, emem_version, install_script_md5, modules_md5, scalar
 from floor import ITERATIVE_SCAN, Floor, TagSchema, WeightedTerms, create_hybrids, hybrid_queries
@@ -133,7 +133,8 @@ def load_lines(load: dict) -> str:
             f"{load['put_window_per_second']}/s, the rest by bulk INSERT at {load['bulk_windows_per_second']}/s",
             f"      index build: {builds or 'during the load'} (maintenance_work_mem {load['maintenance_work_mem']}); "
             f"vacuum analyze {load['vacuum_analyze_seconds']:.1f} s; whole load {load['total_seconds']:.0f} s "
-            f"(client-side generation {load['generation_seconds']:.0f} s); emem.check_derived(): "
+            f"(client-side generation {load['generation_seconds']:.0f} s); load average"
+            f" {' -> '.join(map(str, load.get('load_average_1m', [])))}; emem.check_derived(): "
             + ("empty" if derived == 0 else "not in this release" if derived is None else f"{derived} problems"),
         ]
     )
@@ -226,9 +227,21 @@ def run_beside(args: argparse.Namespace, questions: list[Question], target: Targ
         cells = beside_cells({this_release: this, release: previous}, questions, MODES, FIND_ENVELOPE, args.page_size)
         say(f"beside {release}: {len(cells)} cells x {args.repetitions} rounds")
         latency(cells, args.repetitions, progress=say)
+        figures = compare(cells, this_release, release)
+        say(f"beside {release}: the pages again with exact vector lookups")
+        exact = exact_vector_pages(
+            beside_cells({this_release: this, release: previous}, questions, MODES, FIND_ENVELOPE, args.page_size),
+            this_release,
+            release,
+        )
         modules = modules_md5(previous)
-    figures = compare(cells, this_release, release)
-    return {"database": beside.dbname, "modules_md5": modules, "corpus": corpus, **figures}
+    return {
+        "database": beside.dbname,
+        "modules_md5": modules,
+        "corpus": corpus,
+        **figures,
+        "exact_vector_pages": exact,
+    }
 
 
 def prepare_previous(args: argparse.Namespace, beside: Target) -> dict:
