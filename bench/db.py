@@ -58,8 +58,23 @@ def install_script_md5(conn: psycopg.Connection) -> str | None:
     return str(script) if script else None
 
 
+def emem_version(conn: psycopg.Connection) -> str:
+    return str(scalar(conn, "select extversion from pg_extension where extname = 'emem'"))
+
+
+def emem_module(conn: psycopg.Connection) -> str:
+    """The package of in-database modules this database's emem imports: emem_db_<version> from
+    0.3.0 on (each release its own), emem_db before."""
+    module = scalar(
+        conn,
+        """select substring(p.prosrc from 'from ([A-Za-z0-9_]+)[.]entry import') from pg_proc as p
+           where p.oid = 'emem.analyse_question(text)'::regprocedure""",
+    )
+    return str(module or "emem_db")
+
+
 def modules_md5(conn: psycopg.Connection) -> str | None:
-    """md5 of the emem_db modules PL/Python imports, read in a database where plpython3u exists."""
+    """md5 of the emem modules PL/Python imports for this database, where plpython3u exists."""
     notices: list[str] = []
 
     def keep(diagnostic: psycopg.errors.Diagnostic) -> None:
@@ -67,18 +82,29 @@ def modules_md5(conn: psycopg.Connection) -> str | None:
 
     conn.add_notice_handler(keep)
     try:
-        conn.execute("""do language plpython3u $$
-import hashlib, pathlib, emem_db
+        conn.execute(
+            f"""do language plpython3u $$
+import hashlib, importlib, pathlib
+package = importlib.import_module({emem_module(conn)!r})
 digest = hashlib.md5()
-for path in sorted(pathlib.Path(emem_db.__file__).parent.glob("*.py")):
+for path in sorted(pathlib.Path(package.__file__).parent.rglob("*.py")):
     digest.update(path.read_bytes())
 plpy.notice(digest.hexdigest())
-$$""")
+$$"""
+        )
     except psycopg.Error:
         pass
     finally:
         conn.remove_notice_handler(keep)
     return notices[-1] if notices else None
+
+
+def vacuum_analyze_emem(conn: psycopg.Connection) -> None:
+    """Every table of emem as autovacuum leaves them after a load (visibility map and statistics),
+    whichever tables the installed release has."""
+    tables = conn.execute("select tablename from pg_tables where schemaname = 'emem' order by tablename").fetchall()
+    for (table,) in tables:
+        conn.execute(psycopg.sql.SQL("vacuum analyze emem.{}").format(psycopg.sql.Identifier(table)))
 
 
 def scalar(conn: psycopg.Connection, sql: str, params: tuple | dict | None = None) -> object:

@@ -16,9 +16,10 @@ import time
 import numpy as np
 import psycopg
 from corpus import DIMENSION, Corpus
-from db import Server, scalar, vector_text
+from db import Server, scalar, vacuum_analyze_emem, vector_text
 from measure import Cell, percentiles
 from psycopg import sql
+from writes import EdgeRow, Writes, require_derived_rows
 
 EDGE_LANE = "ledger"
 EDGE_LANE_RECORDS = 20_000
@@ -29,8 +30,9 @@ AGENT_LANE = "ops"
 AGENTS = {"seed": "bench_ops_seed", "strict": "bench_ops_strict"}
 
 
-def ensure_edge_lane(conn: psycopg.Connection, corpus: Corpus, space: int) -> dict | None:
-    """Adds the lane with its records and edges once; what that took, or None when it is there."""
+def ensure_edge_lane(conn: psycopg.Connection, corpus: Corpus, space: int, writes: Writes) -> dict | None:
+    """Adds the lane with its records and edges once (edges as the release wants them written);
+    what that took, or None when it is there."""
     if scalar(conn, "select exists (select from emem.lanes where lane_name = %s)", (EDGE_LANE,)):
         return None
     started = time.perf_counter()
@@ -60,21 +62,19 @@ def ensure_edge_lane(conn: psycopg.Connection, corpus: Corpus, space: int) -> di
         start, end = rng.integers(0, EDGE_LANE_RECORDS, 2)
         if start != end:
             pairs.add((ids[start], ids[end]))
-    ordered = sorted(pairs)
-    for start in range(0, len(ordered), 10_000):
-        chunk = ordered[start : start + 10_000]
-        conn.execute(
-            """insert into emem.edges (from_record_id, to_record_id, relation)
-               select * from unnest(%s::bigint[], %s::bigint[], %s::text[])""",
-            ([a for a, _ in chunk], [b for _, b in chunk], [RELATION] * len(chunk)),
-        )
-    for table in ("records", "record_vectors", "edges", "edge_labels", "edge_label_vocabulary", "edge_label_ends"):
-        conn.execute(f"vacuum analyze emem.{table}")
+    edges_started = time.perf_counter()
+    writes.edges(conn, [EdgeRow(start, end, RELATION, {}) for start, end in sorted(pairs)])
+    edges_seconds = time.perf_counter() - edges_started
+    vacuum_analyze_emem(conn)
+    seconds = time.perf_counter() - started
     return {
         "lane": EDGE_LANE,
         "records": EDGE_LANE_RECORDS,
         "edges": EDGE_LANE_EDGES,
-        "seconds": round(time.perf_counter() - started, 1),
+        "edges_by": writes.edges_by,
+        "edges_per_second": round(EDGE_LANE_EDGES / edges_seconds),
+        "seconds": round(seconds, 1),
+        "derived_problems": require_derived_rows(conn, writes),
     }
 
 

@@ -1,10 +1,12 @@
 """Builds (or reuses) the benchmark database and loads the corpus through the bulk path.
 
 Records, their tags and vectors go through `emem.put_records(jsonb, space_id)` in batches.
-Edges go in by a bulk INSERT into emem.edges (as superuser; the extension's trigger fills
-edge_labels). Windows: a sample through `emem.put_window` (to measure the API), the rest by a
-bulk INSERT into emem.windows and emem.window_members (put_window, one call and its checks
-per window, ran 296 windows/s against 3,618/s for the bulk INSERT at 100k records).
+Edges and windows go in as the database's release wants them (writes.py): edges through
+`emem.put_edges` in batches (0.2.1: a bulk INSERT, its trigger wrote the labels). Windows: a
+sample through `emem.put_window` (to measure the API), the rest by a bulk INSERT into emem.windows
+and emem.window_members (put_window, one call and its checks per window, ran 296 windows/s
+against 3,618/s for the bulk INSERT at 100k records with 0.2.0). From 0.3.0 on the load ends with
+`emem.check_derived()`, which must list nothing.
 
 By default the two HNSW indexes of the space are dropped before the load and built again after
 it (the usual way to bulk-load pgvector); --load-with-indexes keeps them during the load.
@@ -13,6 +15,7 @@ it (the usual way to bulk-load pgvector); --load-with-indexes keeps them during 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -20,10 +23,24 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import psycopg
 from corpus import DIMENSION, LANES, Corpus, Unit, windows
-from db import Server, connection, scalar, vector_text
+from db import Server, connection, emem_version, scalar, vacuum_analyze_emem, vector_text
+from writes import EDGE_BATCH, EdgeRow, Writes, require_derived_rows, writes_for
 
 MODEL_NAME = "bench-synthetic"
 PUT_WINDOW_SAMPLE = 200
+# Windows with their members (the member rows carry the window's lane from 0.3.0 on).
+BULK_WINDOWS = """
+    with new_windows as (
+        insert into emem.windows (space_id, lane_name, thread_kind, thread_id, first_position, last_position, embedding)
+        select %s, lane, 'conversation', thread, first_position, last_position, embedding::vector
+        from unnest(%s::text[], %s::text[], %s::int[], %s::int[], %s::text[])
+             as w (lane, thread, first_position, last_position, embedding)
+        returning window_id, lane_name, thread_id, first_position, last_position)
+    insert into emem.window_members (window_id, record_id{member_lane_column})
+    select w.window_id, r.record_id{member_lane}
+    from new_windows as w
+    join emem.records as r on r.lane_name = w.lane_name and r.kind = 'conversation' and r.thread_id = w.thread_id
+         and r.thread_position between w.first_position and w.last_position"""
 
 
 @dataclass
@@ -45,6 +62,11 @@ class LoadReport:
     with_indexes: bool = False
     batch_size: int = 0
     maintenance_work_mem: str = ""
+    release: str = ""
+    edges_by: str = ""
+    edge_batch_size: int = EDGE_BATCH
+    derived_problems: int | None = None  # rows emem.check_derived() listed (None: the release has none)
+    load_average_1m: list[float] = field(default_factory=list)  # at the start and the end: loads run one after another
 
     @property
     def records_per_second(self) -> float:
@@ -70,6 +92,11 @@ class Target:
     dbname: str
     records: int
     seed: int
+    release: str | None = None  # None: the release installed by default
+
+    @property
+    def writes(self) -> Writes:
+        return writes_for(self.release)
 
 
 # ---- the database ---------------------------------------------------------------------------
@@ -88,6 +115,11 @@ def stored_corpus(target: Target) -> dict | None:
             (target.records, target.seed),
         ).fetchone()
         return row[0] if row else None
+
+
+def installed_release(target: Target) -> str:
+    with connection(target.server, target.dbname) as conn:
+        return emem_version(conn)
 
 
 def update_extension(target: Target, script_md5: str | None) -> str | None:
@@ -116,7 +148,8 @@ def create_database(target: Target) -> None:
         admin.execute(psycopg.sql.SQL("create database {}").format(psycopg.sql.Identifier(target.dbname)))
     with connection(target.server, target.dbname) as conn:
         conn.execute("set client_min_messages = warning")
-        conn.execute("create extension emem cascade")
+        release = psycopg.sql.SQL("version {}").format(target.release) if target.release else psycopg.sql.SQL("")
+        conn.execute(psycopg.sql.SQL("create extension emem {} cascade").format(release))
         for lane in LANES:
             conn.execute("select emem.create_lane(%s)", (lane,))
         conn.execute("select emem.create_embedding_space(%s, %s, activate => true)", (MODEL_NAME, DIMENSION))
@@ -141,14 +174,16 @@ def hnsw_indexes(conn: psycopg.Connection, space: int) -> dict[str, str]:
 
 
 class Loader:
-    def __init__(self, conn: psycopg.Connection, corpus: Corpus, space: int, batch_size: int) -> None:
+    def __init__(self, conn: psycopg.Connection, corpus: Corpus, space: int, batch_size: int, writes: Writes) -> None:
         self.conn = conn
         self.corpus = corpus
         self.space = space
         self.batch_size = batch_size
-        self.report = LoadReport(batch_size=batch_size)
+        self.writes = writes
+        self.report = LoadReport(batch_size=batch_size, release=emem_version(conn), edges_by=writes.edges_by)
         self.ids = np.zeros(corpus.size, dtype=np.int64)
         self.loaded = 0
+        self.pending_edges: list[EdgeRow] = []  # written in whole batches, the rest at the end
 
     def batches(self) -> Iterator[list[Unit]]:
         """The corpus in batches of whole units (a thread is never split)."""
@@ -165,6 +200,7 @@ class Loader:
 
     def load(self) -> LoadReport:
         started = time.perf_counter()
+        self.report.load_average_1m.append(round(os.getloadavg()[0], 2))
         generating = time.perf_counter()
         for batch in self.batches():
             records = [record for unit in batch for record in unit.records]
@@ -176,7 +212,9 @@ class Loader:
             self.put_windows(batch, vectors)
             self.loaded += len(records)
             generating = time.perf_counter()
+        self.write_edges(len(self.pending_edges))
         self.report.total_seconds = time.perf_counter() - started
+        self.report.load_average_1m.append(round(os.getloadavg()[0], 2))
         return self.report
 
     def put_records(self, payload: str, count: int, tags: int) -> None:
@@ -190,22 +228,21 @@ class Loader:
         self.report.tags += tags
 
     def put_edges(self, batch: list[Unit]) -> None:
-        edges = [edge for unit in batch for edge in unit.edges]
-        if not edges:
+        self.pending_edges += [
+            EdgeRow(int(self.ids[e.from_index]), int(self.ids[e.to_index]), e.relation, e.properties)
+            for unit in batch
+            for e in unit.edges
+        ]
+        self.write_edges(len(self.pending_edges) - len(self.pending_edges) % EDGE_BATCH)
+
+    def write_edges(self, count: int) -> None:
+        if not count:
             return
         started = time.perf_counter()
-        self.conn.execute(
-            """insert into emem.edges (from_record_id, to_record_id, relation, properties)
-               select * from unnest(%s::bigint[], %s::bigint[], %s::text[], %s::jsonb[])""",
-            (
-                [int(self.ids[e.from_index]) for e in edges],
-                [int(self.ids[e.to_index]) for e in edges],
-                [e.relation for e in edges],
-                [json.dumps(e.properties) for e in edges],
-            ),
-        )
+        self.writes.edges(self.conn, self.pending_edges[:count])
         self.report.edges_seconds += time.perf_counter() - started
-        self.report.edges += len(edges)
+        self.report.edges += count
+        del self.pending_edges[:count]
 
     def put_windows(self, batch: list[Unit], vectors: np.ndarray) -> None:
         runs: list[tuple[str, str, list[int], np.ndarray]] = []  # lane, thread, batch offsets, vector
@@ -237,20 +274,10 @@ class Loader:
         records = [record for unit in batch for record in unit.records]
         first = [records[run[2][0]].thread_position for run in runs]
         last = [records[run[2][-1]].thread_position for run in runs]
+        column, value = (", lane_name", ", w.lane_name") if self.writes.member_lane else ("", "")
         started = time.perf_counter()
         self.conn.execute(
-            """with new_windows as (
-                   insert into emem.windows (space_id, lane_name, thread_kind, thread_id,
-                                             first_position, last_position, embedding)
-                   select %s, lane, 'conversation', thread, first_position, last_position, embedding::vector
-                   from unnest(%s::text[], %s::text[], %s::int[], %s::int[], %s::text[])
-                        as w (lane, thread, first_position, last_position, embedding)
-                   returning window_id, thread_id, first_position, last_position)
-               insert into emem.window_members (window_id, record_id)
-               select w.window_id, r.record_id
-               from new_windows as w
-               join emem.records as r on r.kind = 'conversation' and r.thread_id = w.thread_id
-                    and r.thread_position between w.first_position and w.last_position""",
+            BULK_WINDOWS.format(member_lane_column=column, member_lane=value),
             (
                 self.space,
                 [run[0] for run in runs],
@@ -272,10 +299,7 @@ def rebuild_indexes(conn: psycopg.Connection, definitions: dict[str, str], repor
 
 def vacuum_analyze(conn: psycopg.Connection, report: LoadReport) -> None:
     started = time.perf_counter()
-    # Every table a find reads, as autovacuum leaves them after a load (visibility map and statistics).
-    tables = ("records", "record_tags", "edges", "edge_labels", "edge_label_vocabulary", "edge_label_ends")
-    for table in (*tables, "record_vectors", "windows", "window_members"):
-        conn.execute(f"vacuum analyze emem.{table}")
+    vacuum_analyze_emem(conn)
     report.vacuum_analyze_seconds = round(time.perf_counter() - started, 2)
 
 
@@ -290,7 +314,7 @@ def build(
         if not with_indexes:
             for name in definitions:
                 conn.execute(psycopg.sql.SQL("drop index emem.{}").format(psycopg.sql.Identifier(name)))
-        loader = Loader(conn, Corpus(target.records, target.seed), space, batch_size)
+        loader = Loader(conn, Corpus(target.records, target.seed), space, batch_size, target.writes)
         report = loader.load()
         report.with_indexes = with_indexes
         report.maintenance_work_mem = maintenance_work_mem
@@ -298,6 +322,7 @@ def build(
         if not with_indexes:
             rebuild_indexes(conn, definitions, report)
         vacuum_analyze(conn, report)
+        report.derived_problems = require_derived_rows(conn, target.writes)
         summary = report.summary() | {"extension_script_md5": script_md5}
         conn.execute(
             "insert into bench.corpus values (%s, %s, %s, now())", (target.records, target.seed, json.dumps(summary))

@@ -17,7 +17,7 @@ import statistics
 from dataclasses import dataclass
 
 import psycopg
-from db import timed
+from db import emem_module, timed
 from questions import Question
 
 DURATION = re.compile(r"duration: ([0-9.]+) ms\s+plan:\s*(.*)", re.S)
@@ -168,9 +168,10 @@ def profile_question(
 
 PHASES_BODY = """
 import cProfile, io, json, pstats, time
-import emem_db.find as gather_module
-from emem_db._version import VERSION
-from emem_db.entry import backend
+import importlib
+gather_module = importlib.import_module(MODULE + ".find")
+VERSION = importlib.import_module(MODULE + "._version").VERSION
+backend = importlib.import_module(MODULE + ".entry").backend
 
 p = json.loads(PARAMS)
 gather = gather_module.Gather(backend(GD, plpy, VERSION))
@@ -229,7 +230,7 @@ plpy.notice("emem-bench-phases " + json.dumps({
 def plpython_phases(
     conn: psycopg.Connection, question: Question, with_vector: bool, page_size: int, repetitions: int
 ) -> dict:
-    """find's phases timed inside the server (the installed emem_db modules, run from a DO block),
+    """find's phases timed inside the server (the database's emem modules, run from a DO block),
     and the top of a cProfile of find: PL/Python's own costs, which auto_explain cannot see."""
     params = json.dumps(
         {
@@ -239,7 +240,7 @@ def plpython_phases(
             "repetitions": repetitions,
         }
     )
-    body = PHASES_BODY.replace("PARAMS", repr(params))
+    body = PHASES_BODY.replace("MODULE", repr(emem_module(conn))).replace("PARAMS", repr(params))
     if "$phases$" in body:
         raise ValueError("the profile's parameters contain its quoting tag")
     found: list[str] = []

@@ -22,15 +22,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
+from beside import beside_cells, beside_lines, compare, exact_vector_pages, same_corpus
 from corpus import DIMENSION, Corpus
-from db import Server, connection, install_script_md5, modules_md5, scalar
+from db import Server, connection, emem_version, install_script_md5, modules_md5, scalar
 from floor import ITERATIVE_SCAN, Floor, TagSchema, WeightedTerms, create_hybrids, hybrid_queries
 from lanes import AGENTS, agent_connection, ensure_agents, ensure_edge_lane, lane_cells, lane_lines, lane_summary
-from load import Target, build, space_id, stored_corpus, update_extension
+from load import Target, build, installed_release, space_id, stored_corpus, update_extension
 from measure import Cell, backend_memory, fresh_connections, latency, percentiles, throughput
 from profiling import profile_question
 from questions import Question, build_questions
 from report import machine, machine_line, summarise, tables
+from writes import PREVIOUS
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODES = {"vector": True, "degraded": False}
@@ -71,6 +73,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--maintenance-work-mem", default=None, help="for the index build (default 1GB, 4GB at 1M)")
     parser.add_argument("--dbname", help="default emem_bench_<records>")
     parser.add_argument("--no-profile", action="store_true", help="skip the auto_explain profile of find")
+    parser.add_argument(
+        "--beside",
+        choices=sorted(PREVIOUS),
+        help="also build (or reuse) the corpus with this previous release in database <dbname>_<release> and"
+        " time both releases' finds in the same rounds, comparing their pages",
+    )
     args = parser.parse_args(argv)
     args.repetitions = args.repetitions or (8 if args.quick else 40)
     args.fresh_connections = args.fresh_connections or (3 if args.quick else 10)
@@ -86,19 +94,24 @@ def say(message: str) -> None:
 
 def corpus_ready(target: Target, args: argparse.Namespace, script_md5: str | None) -> tuple[dict, bool]:
     """The load report: of the stored corpus when it matches (size, seed and the installed
-    extension script, after updating an older release in place), else of a new load."""
+    extension script, after updating an older release in place; a previous release's corpus
+    when it is still at that release), else of a new load."""
     stored = None if args.rebuild else stored_corpus(target)
-    if stored is not None:
+    reusable = False
+    if stored is not None and target.release is not None:  # a shipped release: its scripts do not change
+        reusable = installed_release(target) == target.release
+    elif stored is not None:
         updated_from = update_extension(target, script_md5)
         if updated_from is not None:
             say(f"updated emem in {target.dbname} from {updated_from} by ALTER EXTENSION emem UPDATE")
             stored = stored | {"extension_script_md5": script_md5}
-        if stored.get("extension_script_md5") == script_md5 or args.reuse_corpus:
-            say(f"reusing {target.dbname}: {target.records} records, seed {target.seed} (--rebuild to load again)")
-            return stored, True
+        reusable = stored.get("extension_script_md5") == script_md5 or args.reuse_corpus
+    if stored is not None and reusable:
+        say(f"reusing {target.dbname}: {target.records} records, seed {target.seed} (--rebuild to load again)")
+        return stored, True
     say(
-        f"building {target.dbname}: {target.records} records, seed {target.seed}"
-        " (none stored, or built with another emem install script of the same release)"
+        f"building {target.dbname}: {target.records} records, seed {target.seed}, emem {target.release or 'installed'}"
+        " (none stored, or built with another emem install script or release)"
     )
     load = build(target, args.batch_size, args.load_with_indexes, args.maintenance_work_mem, script_md5)
     return load, False
@@ -106,18 +119,23 @@ def corpus_ready(target: Target, args: argparse.Namespace, script_md5: str | Non
 
 def load_lines(load: dict) -> str:
     builds = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in load["index_build_seconds"].items())
+    derived = load.get("derived_problems")
     return "\n".join(
         [
-            f"load: {load['records']} records with {load['tags']} tags and 384-d vectors through put_records, "
-            f"{load['records_per_second']} records/s ({load['put_records_seconds']:.1f} s, batches of "
-            f"{load['batch_size']}, HNSW indexes {'kept' if load['with_indexes'] else 'dropped'} during the load)",
-            f"      {load['edges']} edges by bulk INSERT, {load['edges_per_second']} edges/s; "
+            f"load (emem {load.get('release') or 'installed'}): {load['records']} records with {load['tags']} tags"
+            f" and 384-d vectors through put_records, {load['records_per_second']} records/s"
+            f" ({load['put_records_seconds']:.1f} s, batches of {load['batch_size']}, HNSW indexes"
+            f" {'kept' if load['with_indexes'] else 'dropped'} during the load)",
+            f"      {load['edges']} edges by {load.get('edges_by', 'bulk INSERT')} in batches of"
+            f" {load.get('edge_batch_size', load['batch_size'])}, {load['edges_per_second']} edges/s; "
             f"{load['windows']} windows ({load['window_members']} members): "
             f"{load['put_window_count']} through put_window at "
             f"{load['put_window_per_second']}/s, the rest by bulk INSERT at {load['bulk_windows_per_second']}/s",
             f"      index build: {builds or 'during the load'} (maintenance_work_mem {load['maintenance_work_mem']}); "
             f"vacuum analyze {load['vacuum_analyze_seconds']:.1f} s; whole load {load['total_seconds']:.0f} s "
-            f"(client-side generation {load['generation_seconds']:.0f} s)",
+            f"(client-side generation {load['generation_seconds']:.0f} s); load average"
+            f" {' -> '.join(map(str, load.get('load_average_1m', [])))}; emem.check_derived(): "
+            + ("empty" if derived == 0 else "not in this release" if derived is None else f"{derived} problems"),
         ]
     )
 
@@ -198,6 +216,54 @@ def run_lanes(server: Server, args: argparse.Namespace, questions: list[Question
     return lane_summary(cells)
 
 
+def run_beside(args: argparse.Namespace, questions: list[Question], target: Target, beside: Target) -> dict:
+    """Both releases' pages timed in the same shuffled rounds (beside.py), on the same questions."""
+    release = beside.release or ""
+    with connection(target.server, target.dbname) as this, connection(beside.server, beside.dbname) as previous:
+        this_release = emem_version(this)
+        corpus = same_corpus(this, previous)
+        if not all(table["same"] for table in corpus.values()):
+            say(f"warning: {target.dbname} and {beside.dbname} do not hold the same corpus: {corpus}")
+        cells = beside_cells({this_release: this, release: previous}, questions, MODES, FIND_ENVELOPE, args.page_size)
+        say(f"beside {release}: {len(cells)} cells x {args.repetitions} rounds")
+        latency(cells, args.repetitions, progress=say)
+        figures = compare(cells, this_release, release)
+        say(f"beside {release}: the pages again with exact vector lookups")
+        exact = exact_vector_pages(
+            beside_cells({this_release: this, release: previous}, questions, MODES, FIND_ENVELOPE, args.page_size),
+            this_release,
+            release,
+        )
+        modules = modules_md5(previous)
+    return {
+        "database": beside.dbname,
+        "modules_md5": modules,
+        "corpus": corpus,
+        **figures,
+        "exact_vector_pages": exact,
+    }
+
+
+def prepare_previous(args: argparse.Namespace, beside: Target) -> dict:
+    """The previous release's corpus, built or reused, with the other lane's edges."""
+    load, reused = corpus_ready(beside, args, None)
+    say(load_lines(load))
+    with connection(beside.server, beside.dbname) as conn:
+        added = add_edge_lane(conn, beside, space_id(conn))
+    return {"load": load, "corpus_reused": reused, "edge_lane_added": added}
+
+
+def add_edge_lane(conn: psycopg.Connection, target: Target, space: int) -> dict | None:
+    added = ensure_edge_lane(conn, Corpus(target.records, target.seed), space, target.writes)
+    if added is not None:
+        say(
+            f"added lane {added['lane']} to {target.dbname}: {added['records']} records, {added['edges']} edges"
+            f" by {added['edges_by']} at {added['edges_per_second']}/s ({added['seconds']} s);"
+            f" emem.check_derived(): {'not in this release' if added['derived_problems'] is None else 'empty'}"
+        )
+    return added
+
+
 def run_concurrency(server: Server, args: argparse.Namespace, questions: list[Question]) -> dict:
     calls = [
         (FIND_ENVELOPE, (q.text, q.vector if with_vector else None, 1, args.page_size))
@@ -263,23 +329,25 @@ def main(argv: list[str]) -> int:
     started = time.perf_counter()
     server = Server()
     target = Target(server, args.dbname, args.records, args.seed)
+    beside = (
+        Target(server, f"{args.dbname}_{args.beside.replace('.', '_')}", args.records, args.seed, args.beside)
+        if args.beside
+        else None
+    )
     command = "python3 bench/run.py " + shlex.join(argv)
     head = git_head()
     try:
         with connection(server, "postgres") as admin:
             script_md5 = install_script_md5(admin)
         load, reused = corpus_ready(target, args, script_md5)
+        say(load_lines(load))
+        previous = prepare_previous(args, beside) if beside is not None else None
     except psycopg.OperationalError as error:
         print(f"cannot reach PostgreSQL at {server.host}:{server.port} as {server.user}: {error}", file=sys.stderr)
         return 2
-    say(load_lines(load))
     with connection(server, args.dbname) as conn:
         space = space_id(conn)
-        added = ensure_edge_lane(conn, Corpus(args.records, args.seed), space)
-        if added is not None:
-            say(
-                f"added lane {added['lane']}: {added['records']} records, {added['edges']} edges ({added['seconds']} s)"
-            )
+        added = add_edge_lane(conn, target, space)
         ensure_agents(conn)
         create_hybrids(conn, space, DIMENSION)
         questions = build_questions(conn, Corpus(args.records, args.seed))
@@ -289,6 +357,9 @@ def main(argv: list[str]) -> int:
     for q in questions:
         say(f"  {q.kind:<13} {q.text!r}: terms {list(q.terms)}, full text {list(q.fulltext_terms)}")
     timings = run_latency(server, args, questions, space)
+    beside_figures = (
+        run_beside(args, questions, target, beside) | previous if beside is not None and previous is not None else None
+    )
     say("another lane's edges: agents reading lane ops, seed and strict")
     lanes = run_lanes(server, args, questions)
     say(f"fresh connections: {args.fresh_connections} per question ({', '.join(FRESH_KINDS)})")
@@ -326,6 +397,8 @@ def main(argv: list[str]) -> int:
         "git_head_at_start": head,
         "load": load,
         "corpus_reused": reused,
+        "edge_lane_added": added,
+        "beside": beside_figures,
         "questions": [vars(q) | {"vector": "(near a cluster centre)"} for q in questions],
         "latency": timings["summaries"],
         "lanes": lanes,
@@ -342,6 +415,9 @@ def main(argv: list[str]) -> int:
     say("")
     say(lane_lines(lanes))
     say("")
+    if beside_figures is not None:
+        say(beside_lines(beside_figures, load))
+        say("")
     say(f"round trip of `select 1`: p50 {timings['round_trip_select_1']['p50']:.2f} ms")
     for kind, figures in fresh.items():
         say(fresh_line(kind, figures))

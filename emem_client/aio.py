@@ -5,6 +5,7 @@ run in a worker thread so they never block the event loop.
 """
 
 import asyncio
+import weakref
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -24,7 +25,8 @@ T = TypeVar("T")
 
 
 class AsyncClient:
-    """Client for asyncio: the same methods, awaited. See emem_client.Client."""
+    """Client for asyncio: the same methods, awaited. See emem_client.Client. Concurrent tasks on one
+    AsyncConnection (`asyncio.gather`, LangChain's `abatch`) take turns, one transaction block at a time."""
 
     def __init__(
         self,
@@ -132,7 +134,19 @@ class AsyncClient:
             async with self.source.connection() as connection:
                 yield await with_vector_type(connection)
         else:
-            yield await with_vector_type(self.source)
+            async with turn_on(self.source):
+                yield await with_vector_type(self.source)
+
+
+# One lock per connection, whichever AsyncClients share it (see emem_client.client.turn_on).
+_turns: "weakref.WeakKeyDictionary[AsyncConnection[Any], asyncio.Lock]" = weakref.WeakKeyDictionary()
+
+
+@asynccontextmanager
+async def turn_on(connection: AsyncConnection[Any]) -> AsyncIterator[None]:
+    """Holds the connection for the calling task until its transaction block has ended."""
+    async with _turns.setdefault(connection, asyncio.Lock()):
+        yield
 
 
 async def run_on(connection: AsyncConnection[Any], call: calls.Call[T]) -> T:

@@ -8,7 +8,7 @@ signature and out-of-range values meet its own checks (SQLSTATE 22023).
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any, Generic, TypeVar
 
 from pgvector import Vector
@@ -147,6 +147,11 @@ def timeline(
         ),
         _summaries,
     )
+
+
+def assume_utc(moment: datetime) -> datetime:
+    """The moment, in UTC when it names no time zone."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _time_bound(value: datetime | None, name: str, open_end: str) -> datetime | str:

@@ -1,7 +1,8 @@
 """The `emem` command: set up a database, ingest, embed, find, explain, the timeline, health and the HTTP service.
 
 Where the database is: --dsn, else $EMEM_DSN, else libpq's own defaults and PG* variables
-(PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD or ~/.pgpass); no credentials are made up.
+(PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD or ~/.pgpass) when any is set, else the libpq
+service `emem` that set-up records (emem_client/setup_defaults.py); no credentials are made up.
 Output is a table for people (terminal control characters in the data shown as escapes);
 --json gives the same answer for programs, with ISO 8601 dates. Exit codes: ExitCode below.
 
@@ -28,25 +29,24 @@ from typing import Any, TypeAlias
 import psycopg
 
 from emem_client import __version__, calls
+from emem_client.calls import assume_utc
 from emem_client.client import Client, run_on, server_of, with_vector_type
 from emem_client.embed import EmbedError, EmbedOptions, EmbedReport, embed_queue
-from emem_client.gateways import EmbeddedGateway, Gateway, GatewayError, OpenAIGateway
-from emem_client.ingest import (
-    DEFAULT_LANE,
-    IngestError,
-    IngestOptions,
-    IngestReport,
-    WindowShape,
-    assume_utc,
-    ingest_conversations,
-    ingest_files,
-    ingest_notes,
+from emem_client.gateway_options import (
+    GATEWAYS,
+    OPENAI_DEFAULT_KEY_ENV,
+    OPENAI_DEFAULT_MODEL,
+    OPENAI_DEFAULT_TIMEOUT,
+    OPENAI_DEFAULT_URL,
 )
+from emem_client.gateway_options import make_gateway as gateway_named
+from emem_client.gateways import Gateway, GatewayError, extra_install_command
+from emem_client.ingest import ingest_conversations, ingest_files, ingest_notes
+from emem_client.service import Limits, ServiceError, StartupError, classify
 from emem_client.service_settings import LIMITS, ServiceSettings, default_setting, flag
+from emem_client.setup_defaults import default_conninfo
 from emem_client.types import FindPage, FindRow, Health, RecordSummary, RegisteredLookup
-
-OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
-OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
+from emem_client.units import DEFAULT_LANE, IngestError, IngestOptions, IngestReport, WindowShape
 
 
 class ExitCode(IntEnum):
@@ -134,10 +134,13 @@ def assignment(text: str) -> tuple[str, str]:
 def common_options() -> argparse.ArgumentParser:
     """Options accepted before or after the command (defaults are applied in `option`)."""
     parent = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
-    parent.add_argument("--dsn", help="libpq connection string or URI (default: $EMEM_DSN, else libpq's PG* defaults)")
+    parent.add_argument(
+        "--dsn",
+        help="libpq connection string or URI (default: $EMEM_DSN, else libpq's PG* variables, else the service emem)",
+    )
     parent.add_argument(
         "--gateway",
-        choices=["embedded", "openai"],
+        choices=GATEWAYS,
         help="embedding gateway: the local all-MiniLM-L6-v2 model (default) or an OpenAI-compatible endpoint",
     )
     parent.add_argument(
@@ -145,18 +148,26 @@ def common_options() -> argparse.ArgumentParser:
     )
     parent.add_argument("--openai-model", help=f"embedding model name (default {OPENAI_DEFAULT_MODEL})")
     parent.add_argument(
-        "--openai-api-key-env", help="environment variable holding the API key (default OPENAI_API_KEY)"
+        "--openai-api-key-env", help=f"environment variable holding the API key (default {OPENAI_DEFAULT_KEY_ENV})"
+    )
+    parent.add_argument(
+        "--openai-timeout",
+        type=positive_number,
+        metavar="SECONDS",
+        help="longest wait for one answer of the embeddings service "
+        f"(default: $EMEM_OPENAI_TIMEOUT, else {OPENAI_DEFAULT_TIMEOUT:g})",
     )
     parent.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parent
 
 
 OPTION_DEFAULTS: dict[str, Callable[[], Any]] = {
-    "dsn": lambda: os.environ.get("EMEM_DSN", ""),
+    "dsn": default_conninfo,
     "gateway": lambda: "embedded",
     "openai_base_url": lambda: os.environ.get("OPENAI_BASE_URL", OPENAI_DEFAULT_URL),
     "openai_model": lambda: OPENAI_DEFAULT_MODEL,
-    "openai_api_key_env": lambda: "OPENAI_API_KEY",
+    "openai_api_key_env": lambda: OPENAI_DEFAULT_KEY_ENV,
+    "openai_timeout": lambda: positive_number(os.environ.get("EMEM_OPENAI_TIMEOUT", str(OPENAI_DEFAULT_TIMEOUT))),
     "json": lambda: False,
 }
 
@@ -417,13 +428,17 @@ def add_health(commands: Commands, common: argparse.ArgumentParser) -> None:
 
 def make_gateway(args: argparse.Namespace) -> Gateway:
     """The gateway the options name; the embedded model loads only when something is embedded."""
-    if option(args, "gateway") == "openai":
-        return OpenAIGateway(
-            option(args, "openai_base_url"),
-            option(args, "openai_model"),
-            api_key_env=option(args, "openai_api_key_env"),
-        )
-    return EmbeddedGateway()
+    try:
+        timeout = option(args, "openai_timeout")
+    except argparse.ArgumentTypeError as error:
+        raise UsageError(f"EMEM_OPENAI_TIMEOUT: {error}") from None
+    return gateway_named(
+        option(args, "gateway"),
+        option(args, "openai_base_url"),
+        option(args, "openai_model"),
+        option(args, "openai_api_key_env"),
+        timeout,
+    )
 
 
 @contextmanager
@@ -433,9 +448,11 @@ def database(args: argparse.Namespace) -> Iterator[psycopg.Connection[Any]]:
         connection = psycopg.connect(option(args, "dsn"), autocommit=True)
     except psycopg.OperationalError as error:
         raise CommandError(
-            f"cannot connect to PostgreSQL: {str(error).strip()}\n"
+            # libpq indents its hints with a tab, which the terminal-safe output would show as \t.
+            f"cannot connect to PostgreSQL: {str(error).strip().replace(chr(9), '  ')}\n"
             "Pass --dsn, or set EMEM_DSN or libpq's PG* variables (PGHOST, PGPORT, PGUSER, "
-            "PGDATABASE)."
+            "PGDATABASE); without them emem uses the libpq service emem that scripts/setup.sh "
+            "records (docs/setup.md)."
         ) from None
     with connection:
         yield connection
@@ -657,6 +674,10 @@ def print_report(report: IngestReport) -> None:
         out(f"skipped {len(report.problems)} item(s):")
         for problem in report.problems:
             out(f"  {problem.source}: {problem.reason}")
+    if report.skipped_files:
+        out(f"not read: {len(report.skipped_files)} file(s) of the folders that are no documents:")
+        for skipped in report.skipped_files:
+            out(f"  {skipped.source}")
 
 
 def run_find(args: argparse.Namespace) -> int:
@@ -779,13 +800,7 @@ def print_explanation(explanation: Mapping[str, Any], registry: list[RegisteredL
             ],
         )
         return
-    print_table(
-        ["lookup", "label", "weight", "candidates", "ms"],
-        [
-            [lookup.name, lookup.label, f"{float(profile[lookup.name]):g}", *lookup_figures(explanation, lookup.name)]
-            for lookup in in_profile
-        ],
-    )
+    print_lookups(explanation, in_profile)
     out("")
     out("rank of each row of the page in each lookup's list (-: not in it, or beyond what was read):")
     print_table(
@@ -798,12 +813,32 @@ def print_explanation(explanation: Mapping[str, Any], registry: list[RegisteredL
     )
 
 
-def lookup_figures(explanation: Mapping[str, Any], name: str) -> list[str]:
-    """A lookup's candidates and milliseconds, or that it was skipped (a vector lookup, degraded)."""
-    figures = explanation["lookups"].get(name)
+def print_lookups(explanation: Mapping[str, Any], in_profile: list[RegisteredLookup]) -> None:
+    """Each lookup's weight and candidates; its milliseconds only where the database gave times, which
+    it gives roles that read every lane only (an agent under strict isolation gets counts and ranks)."""
+    timed = "merge_milliseconds" in explanation
+    if not timed:
+        out("times, plans and statements are shown to the extension's owner only")
+    profile = explanation["pipeline_profile"]
+    print_table(
+        ["lookup", "label", "weight", "candidates", *(["ms"] if timed else [])],
+        [
+            [
+                lookup.name,
+                lookup.label,
+                f"{float(profile[lookup.name]):g}",
+                *lookup_figures(explanation["lookups"].get(lookup.name), timed),
+            ]
+            for lookup in in_profile
+        ],
+    )
+
+
+def lookup_figures(figures: Mapping[str, Any] | None, timed: bool) -> list[str]:
+    """A lookup's candidates (and milliseconds when timed), or that it was skipped (a vector lookup, degraded)."""
     if figures is None:
-        return ["-", "skipped"]
-    return [str(figures["candidates"]), f"{figures['milliseconds']:.1f}"]
+        return ["-", "skipped"] if timed else ["skipped"]
+    return [str(figures["candidates"]), *([f"{figures['milliseconds']:.1f}"] if timed else [])]
 
 
 def rank_text(rank: int | None) -> str:
@@ -879,11 +914,11 @@ def space_line(space: Mapping[str, Any] | None) -> str:
 
 def run_serve(args: argparse.Namespace) -> int:
     try:  # fastapi and uvicorn load only for this command
-        from emem_client.http import ServiceStartupError, serve
+        from emem_client.http import serve
     except ImportError as error:
         raise CommandError(
             f"the HTTP service needs the server extra ({error.name} is not installed): "
-            "pip install 'emem-client[server]'"
+            f"{extra_install_command('server')}"
         ) from None
     try:
         settings = ServiceSettings(
@@ -902,7 +937,7 @@ def run_serve(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     try:
         serve(settings, make_gateway(args), args.port)
-    except ServiceStartupError as error:
+    except StartupError as error:
         raise CommandError(str(error)) from None
     return 0
 
@@ -915,7 +950,9 @@ def add_mcp_command(commands: Commands, common: argparse.ArgumentParser) -> None
     )
     mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="default stdio")
     mcp.add_argument(
-        "--lane", default=DEFAULT_LANE, help=f"lane remember writes to when a call names none (default {DEFAULT_LANE})"
+        "--lane",
+        help="lane remember writes to when a call names none and the caller may write it "
+        "(default: the caller's one writable lane)",
     )
     mcp.add_argument(
         "--statement-timeout",
@@ -966,16 +1003,20 @@ def run_mcp(args: argparse.Namespace) -> int:
     try:
         from emem_client import mcp_server  # the mcp SDK loads only for this command
     except ModuleNotFoundError as error:
-        raise CommandError(f"emem mcp needs the mcp extra: pip install 'emem-client[mcp]' ({error})") from None
+        raise CommandError(f"emem mcp needs the mcp extra: {extra_install_command('mcp')} ({error})") from None
 
     dsn, gateway = option(args, "dsn"), make_gateway(args)
-    settings = {"lane": args.lane, "statement_timeout": args.statement_timeout}
-    if args.transport == "http":
-        asyncio.run(mcp_server.serve_http(dsn, gateway, host=args.host, port=args.port, **mcp_access(args), **settings))
-    elif args.tokens or args.allowed_host:
-        raise UsageError("--tokens and --allowed-host are for --transport http")
-    else:
-        asyncio.run(mcp_server.serve_stdio(dsn, gateway, role=args.role, **settings))
+    settings = {"lane": args.lane, "limits": Limits(statement_timeout=args.statement_timeout)}
+    try:
+        if args.transport == "http":
+            access = mcp_access(args)
+            asyncio.run(mcp_server.serve_http(dsn, gateway, host=args.host, port=args.port, **access, **settings))
+        elif args.tokens or args.allowed_host:
+            raise UsageError("--tokens and --allowed-host are for --transport http")
+        else:
+            asyncio.run(mcp_server.serve_stdio(dsn, gateway, role=args.role, **settings))
+    except StartupError as error:
+        raise CommandError(str(error)) from None
     return 0
 
 
@@ -1049,13 +1090,15 @@ def print_table(headers: list[str], rows: list[list[str]]) -> None:
 
 
 def error_message(error: Exception) -> str:
-    if isinstance(error, psycopg.Error) and error.diag.message_primary:
-        diagnostic = error.diag
-        message = f"{diagnostic.message_primary} (SQLSTATE {diagnostic.sqlstate})"
-        return f"{message}\nhint: {diagnostic.message_hint}" if diagnostic.message_hint else message
     if isinstance(error, GatewayError):
         return f"the embedding gateway failed: {error}"
     return str(error).strip()
+
+
+def service_failure(error: ServiceError) -> int:
+    """What the service layer's situation says for the command line: its message and its exit code."""
+    print(f"emem: error: {visible_lines(error.text())}", file=sys.stderr)
+    return error.situation.exit_code or ExitCode.ERROR
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1076,7 +1119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(f"emem: error: {visible(str(error))}", file=sys.stderr)
         return ExitCode.USAGE
-    except (CommandError, IngestError, EmbedError, GatewayError, calls.ExtensionMissingError, psycopg.Error) as error:
+    except (ServiceError, calls.ExtensionMissingError, psycopg.Error) as error:
+        return service_failure(classify(error))
+    except (CommandError, IngestError, EmbedError, GatewayError) as error:
         print(f"emem: error: {visible_lines(error_message(error))}", file=sys.stderr)
         return ExitCode.ERROR
     except KeyboardInterrupt:

@@ -1,5 +1,7 @@
 """The synchronous client: one SQL call per method on a connection or pool the caller owns."""
 
+import threading
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -21,9 +23,11 @@ class Client:
     """emem for an agent: find, the timeline, health, and writing records, tags, edges and vectors.
 
     It borrows `connection_or_pool` and never creates the extension or credentials. Each method
-    runs in its own transaction block (a savepoint inside one the caller has open), and database
-    errors propagate unchanged. A single Connection serves one thread at a time; share a pool
-    across threads. The gateway defaults to the embedded local model.
+    runs in its own transaction block, committed when the method returns (a savepoint inside a
+    transaction the caller has open, which the caller then commits), and database errors propagate
+    unchanged. Calls on one Connection from several threads (LangChain's `batch`, a thread pool)
+    take turns: one call's transaction block at a time, so none nests inside another's and none is
+    left open. A pool serves threads in parallel. The gateway defaults to the embedded local model.
     """
 
     def __init__(
@@ -144,7 +148,23 @@ class Client:
             with self.source.connection() as connection:
                 yield with_vector_type(connection)
         else:
-            yield with_vector_type(self.source)
+            with turn_on(self.source):
+                yield with_vector_type(self.source)
+
+
+# One lock per connection, whichever Clients share it: a thread's transaction block must end before
+# another thread's begins, or psycopg's blocks nest out of order and leave a transaction open.
+_turns: "weakref.WeakKeyDictionary[Connection[Any], threading.RLock]" = weakref.WeakKeyDictionary()
+_turns_lock = threading.Lock()
+
+
+@contextmanager
+def turn_on(connection: Connection[Any]) -> Iterator[None]:
+    """Holds the connection for the calling thread (re-entrant: a call inside Client.transaction)."""
+    with _turns_lock:
+        turn = _turns.setdefault(connection, threading.RLock())
+    with turn:
+        yield
 
 
 def run_on(connection: Connection[Any], call: calls.Call[T]) -> T:

@@ -20,17 +20,48 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop_never, wait_exponential
 from tqdm import tqdm
 
 from emem_client import calls
 from emem_client.client import Client, run_on
-from emem_client.gateways import GATEWAY_BAD_ANSWER, GatewayError
+from emem_client.gateways import GATEWAY_BAD_ANSWER, GATEWAY_TIMEOUT, GatewayError
 from emem_client.types import EmbeddingCoverage, EmbeddingSpace
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MAX_REASON_CHARS = 1000  # what emem.defer_embeddings keeps of why a text was refused
+GATEWAY_SLICE = 64  # texts per gateway call: a failure costs at most one slice's work
+
+
+class PartialBatch(Exception):
+    """The gateway failed midway through a batch: what it embedded before, and the failure."""
+
+    def __init__(
+        self,
+        vectors: dict[int, list[float]],
+        refused: list[tuple[calls.EmbeddingWork, GatewayError]],
+        failure: GatewayError,
+    ) -> None:
+        super().__init__(str(failure))
+        self.vectors = vectors
+        self.refused = refused
+        self.failure = failure
+
+
+def gave_up(error: GatewayError, tries: int) -> str:
+    """Why the worker stopped, in words that fit the failure: a slow gateway is not a gateway that is down."""
+    if error.reason == GATEWAY_TIMEOUT:
+        return (
+            f"the embedding gateway did not answer in time {tries} times in a row ({error.message}); what was "
+            "embedded is stored, the rest stays queued: run emem embed again with a longer --openai-timeout or "
+            "a smaller --batch-size"
+        )
+    return (
+        f"the embedding gateway failed {tries} times in a row ({error}); what was embedded is stored, the rest "
+        "stays queued: run emem embed again when the gateway is back"
+    )
 
 
 class EmbedError(Exception):
@@ -118,21 +149,29 @@ class EmbedWorker:
         return report
 
     def with_retries(self, attempt: Callable[[], T]) -> T:
-        """The attempt's answer; a gateway failure is tried again after a growing pause."""
-        failures = 0
-        while True:
-            try:
-                return attempt()
-            except GatewayError as error:
-                failures += 1
-                if not self.options.follow and failures > self.options.retries:
-                    raise EmbedError(
-                        f"the embedding gateway failed {failures} times in a row ({error}); what is not "
-                        "embedded stays queued: run emem embed again when the gateway is back"
-                    ) from error
-                pause = self.options.delay(failures)
-                logger.warning("the embedding gateway failed (%s); trying again in %.1f s", error, pause)
-                time.sleep(pause)
+        """The attempt's answer; a gateway failure is tried again after a growing pause (tenacity), for
+        ever when following, else `retries` times."""
+        retrying = Retrying(
+            stop=stop_never if self.options.follow else stop_after_attempt(self.options.retries + 1),
+            wait=wait_exponential(multiplier=self.options.backoff, max=self.options.max_backoff),
+            retry=retry_if_exception_type(GatewayError),
+            sleep=self.pause,
+            before_sleep=lambda state: logger.warning(
+                "the embedding gateway failed (%s); trying again in %.1f s",
+                state.outcome.exception() if state.outcome else "?",
+                state.upcoming_sleep,
+            ),
+            reraise=True,
+        )
+        try:
+            return retrying(attempt)
+        except GatewayError as error:
+            raise EmbedError(gave_up(error, self.options.retries + 1)) from error
+
+    def pause(self, seconds: float) -> None:
+        """Waits between tries; a following worker stopped meanwhile ends at once."""
+        if self.stop.wait(seconds):
+            raise KeyboardInterrupt
 
     def target_space(self) -> EmbeddingSpace:
         """The space to fill, checked against the gateway's model (its vectors belong nowhere else)."""
@@ -164,7 +203,11 @@ class EmbedWorker:
             work = run_on(connection, calls.claim_embeddings(space.space_id, self.options.batch_size))
             if not work:
                 return 0
-            vectors, refused = self.embed(work)
+            failure: GatewayError | None = None
+            try:
+                vectors, refused = self.embed(work)
+            except PartialBatch as partial:
+                vectors, refused, failure = partial.vectors, partial.refused, partial.failure
             embedded = [item for item in work if item.queue_id in vectors]
             if embedded:
                 run_on(
@@ -187,14 +230,33 @@ class EmbedWorker:
         report.refused += len(refused)
         if refused:
             report.refusal = refused[-1][1].message
+        if failure is not None:  # what was embedded is stored; the rest waits in the queue for the next try
+            raise failure
         return len(work)
 
     def embed(
         self, work: list[calls.EmbeddingWork]
     ) -> tuple[dict[int, list[float]], list[tuple[calls.EmbeddingWork, GatewayError]]]:
         """Vectors by queue id, and the items the gateway refused with why. A batch it refuses is
-        tried text by text, so one bad text costs only itself; any other failure (down, slow) is
-        raised, for the whole batch to be tried again."""
+        tried text by text, so one bad text costs only itself; a gateway that fails (down, slow)
+        midway is a PartialBatch: what it embedded before is stored, the rest tried again."""
+        vectors: dict[int, list[float]] = {}
+        refused: list[tuple[calls.EmbeddingWork, GatewayError]] = []
+        for start in range(0, len(work), GATEWAY_SLICE):
+            part = work[start : start + GATEWAY_SLICE]
+            try:
+                part_vectors, part_refused = self.embed_part(part)
+            except GatewayError as error:
+                if not vectors and not refused:
+                    raise
+                raise PartialBatch(vectors, refused, error) from error
+            vectors |= part_vectors
+            refused += part_refused
+        return vectors, refused
+
+    def embed_part(
+        self, work: list[calls.EmbeddingWork]
+    ) -> tuple[dict[int, list[float]], list[tuple[calls.EmbeddingWork, GatewayError]]]:
         try:
             return dict(zip([item.queue_id for item in work], self.vectors(work), strict=True)), []
         except GatewayError as error:
@@ -205,7 +267,7 @@ class EmbedWorker:
         vectors: dict[int, list[float]] = {}
         refused: list[tuple[calls.EmbeddingWork, GatewayError]] = []
         for item in work:
-            one_vectors, one_refused = self.embed([item])
+            one_vectors, one_refused = self.embed_part([item])
             vectors |= one_vectors
             refused += one_refused
         return vectors, refused

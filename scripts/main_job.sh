@@ -11,7 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-export PGHOST=${EMEM_PGHOST:-127.0.0.1} PGPORT=${EMEM_PGPORT:-5433} PGUSER=${EMEM_PGUSER:-postgres}
+. scripts/cluster.sh  # where set-up's local cluster is
+export PGHOST=${EMEM_PGHOST:-127.0.0.1} PGPORT=${EMEM_PGPORT:-$(cluster_port "$(cluster_pgdata)")} PGUSER=${EMEM_PGUSER:-postgres}
 database=${EMEM_DEMO_DB:-emem_demo}
 export EMEM_DSN="host=$PGHOST port=$PGPORT user=$PGUSER dbname=$database"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -55,4 +56,4 @@ emem --gateway openai --openai-base-url http://127.0.0.1:9 health || [ $? = 3 ] 
 echo
 emem --gateway openai --openai-base-url http://127.0.0.1:9 find "hot_standby_feedback OPS-1432" --page-size 10
 
-say "main job done in $((SECONDS - started)) s. Try: EMEM_DSN='$EMEM_DSN' emem find 'your question'"
+say "main job done in $((SECONDS - started)) s. Try, in any shell: emem find 'your question'"

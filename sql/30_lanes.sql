@@ -44,26 +44,32 @@ comment on function emem._reads_everything(regrole) is
 -- dropped and created again under the same name is another role), or in a cluster the binding was
 -- restored into (where every role has a new OID). NULL: bound to none.
 create function emem._bound_profile(role regrole) returns text
-language sql stable
+language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
-    select rp.profile_name
+#variable_conflict use_column
+begin
+    return (select rp.profile_name
     from emem.role_profiles as rp join pg_catalog.pg_roles as r on r.rolname = rp.role_name
-    where r.oid = role and (rp.role_id = r.oid or rp.bound_in_cluster <> emem._cluster_id())
+    where r.oid = role and (rp.role_id = r.oid or rp.bound_in_cluster <> emem._cluster_id()));
+end
 $$;
 comment on function emem._bound_profile(regrole) is
   'The agent profile the role is bound to (by name and identity, see emem.role_profiles), or NULL.';
 
 -- The lanes a role reads (writing => false) or writes; NULL: every lane.
 create function emem._lanes_of(role regrole, writing boolean) returns text[]
-language sql stable
+language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
-    select case when emem._reads_everything(role) then null else array(
+#variable_conflict use_column
+begin
+    return (select case when emem._reads_everything(role) then null else array(
         select pl.lane_name
         from emem.profile_lanes as pl
         where pl.profile_name = emem._bound_profile(role) and case when writing then pl.can_write else pl.can_read end
-        order by pl.lane_name) end
+        order by pl.lane_name) end);
+end
 $$;
 comment on function emem._lanes_of(regrole, boolean) is
   'The lanes a role reads (writing => false) or writes, from its agent profile; NULL when it reads and writes every lane.';
@@ -93,35 +99,53 @@ comment on function emem._readable_lanes_or_refuse() is
 -- role's to read, and it answers only for the session's own role (or one it acts as a member of):
 -- nobody learns another role's lanes from it.
 create function emem.policy_lanes(querying name) returns text[]
-language sql stable
+language plpgsql stable
 security definer  -- reads the bindings and profiles, which row-level security hides from agents
 set search_path = pg_catalog, pg_temp
+-- On a Citus cluster row-level security calls it on the shards, where reading the bindings (reference
+-- tables) is a nested distributed query; a placeholder setting elsewhere.
+set citus.allow_nested_distributed_execution = on
 as $$
-    select case when pg_catalog.pg_has_role(emem._acting_role(), r.oid, 'USAGE')
+#variable_conflict use_column
+begin
+    return (select case when pg_catalog.pg_has_role(emem._acting_role(), r.oid, 'USAGE')
                 then coalesce(emem._lanes_of(r.oid::pg_catalog.regrole, false),
                               array(select l.lane_name::text from emem.lanes as l order by 1))
                 else '{}' end
-    from pg_catalog.pg_roles as r where r.rolname = querying
+    from pg_catalog.pg_roles as r where r.rolname = querying);
+end
 $$;
 comment on function emem.policy_lanes(name) is
   'The lanes the querying role may read directly (row-level security); empty for a role the session does not act as.';
 
 create function emem.policy_profile(querying name) returns text
-language sql stable
+language plpgsql stable
 security definer  -- as emem.policy_lanes
 set search_path = pg_catalog, pg_temp
+-- On a Citus cluster row-level security calls it on the shards, where reading the bindings (reference
+-- tables) is a nested distributed query; a placeholder setting elsewhere.
+set citus.allow_nested_distributed_execution = on
 as $$
-    select case when pg_catalog.pg_has_role(emem._acting_role(), r.oid, 'USAGE')
+#variable_conflict use_column
+begin
+    return (select case when pg_catalog.pg_has_role(emem._acting_role(), r.oid, 'USAGE')
                 then emem._bound_profile(r.oid::pg_catalog.regrole) end
-    from pg_catalog.pg_roles as r where r.rolname = querying
+    from pg_catalog.pg_roles as r where r.rolname = querying);
+end
 $$;
 comment on function emem.policy_profile(name) is
   'The agent profile the querying role is bound to (row-level security); NULL for a role the session does not act as.';
 
 create function emem.readable_lanes() returns setof text
-language sql stable
+language plpgsql stable
 set search_path = pg_catalog, pg_temp
-as $$ select pg_catalog.unnest(emem.policy_lanes(current_user)) $$;
+as $$
+#variable_conflict use_column
+begin
+    return query
+    select pg_catalog.unnest(emem.policy_lanes(current_user));
+end
+$$;
 comment on function emem.readable_lanes() is
   'The lanes the current role may read: those of the agent profile it is bound to (every lane for the extension''s owner).';
 
@@ -169,7 +193,7 @@ begin
     end if;
     select pg_catalog.array_agg(l order by l) into unknown
     from pg_catalog.unnest(lanes) as l
-    where not exists (select from emem.lanes as known where known.lane_name operator(pg_catalog.=) l);
+    where not exists (select 1 from emem.lanes as known where known.lane_name operator(pg_catalog.=) l);
     if unknown is not null then
         raise exception 'unknown %lane(s) % for agent profile %', what, unknown, profile_name
             using errcode = '22023', hint = 'Create them first with emem.create_lane(name).';
@@ -206,7 +230,7 @@ language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 begin
-    if exists (select from emem.records as r where r.lane_name operator(pg_catalog.=) drop_lane.lane_name) then
+    if exists (select 1 from emem.records as r where r.lane_name operator(pg_catalog.=) drop_lane.lane_name) then
         raise exception 'lane % holds records: a lane that holds records cannot be dropped', pg_catalog.quote_literal(lane_name)
             using errcode = '23503', hint = 'Delete them first (emem.delete_records) or move them (emem.move_records).';
     end if;
@@ -242,7 +266,7 @@ begin
             using errcode = '22023';
     end if;
     if profile_name is null or not exists (
-        select from emem.agent_profiles as p where p.profile_name operator(pg_catalog.=) bind_role.profile_name) then
+        select 1 from emem.agent_profiles as p where p.profile_name operator(pg_catalog.=) bind_role.profile_name) then
         raise exception 'unknown agent profile %', coalesce(pg_catalog.quote_literal(profile_name), 'NULL')
             using errcode = '22023', hint = 'Create it first with emem.create_agent_profile(name, lanes).';
     end if;
@@ -257,11 +281,14 @@ comment on function emem.bind_role(name, text) is
   'Binds a database role to an agent profile (replacing an earlier binding): the role then reads and writes the profile''s lanes. The binding is to the role itself: a role dropped and created again under the same name is not bound (bind it again); restored into another cluster, a binding holds for the role of its name.';
 
 create function emem.unbind_role(role_name name) returns boolean
-language sql
+language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
-    with gone as (delete from emem.role_profiles as rp where rp.role_name = unbind_role.role_name returning 1)
-    select exists (select from gone)
+#variable_conflict use_column
+begin
+    return (with gone as (delete from emem.role_profiles as rp where rp.role_name = unbind_role.role_name returning 1)
+    select exists (select 1 from gone));
+end
 $$;
 comment on function emem.unbind_role(name) is 'Removes a role''s binding (the role then reads nothing); returns whether it had one.';
 
@@ -345,11 +372,15 @@ begin
         get stacked diagnostics state = returned_sqlstate, message = message_text, hint = pg_exception_hint;
         perform emem._raise_plainly(state, message, '', hint);
     end;
-    update emem.agent_profiles as p
-        set settings = case when value is null then p.settings - setting
-                            else p.settings || pg_catalog.jsonb_build_object(setting, value) end
-        where p.profile_name operator(pg_catalog.=) set_agent_setting.profile_name
-        returning p.settings into now_set;
+    select p.settings into now_set from emem.agent_profiles as p
+        where p.profile_name operator(pg_catalog.=) set_agent_setting.profile_name;
+    if found then
+        -- Worked out first: a cluster's reference tables take no volatile expression in an UPDATE.
+        now_set := case when value is null then now_set - setting
+                        else now_set || pg_catalog.jsonb_build_object(setting, value) end;
+        update emem.agent_profiles as p set settings = now_set
+            where p.profile_name operator(pg_catalog.=) set_agent_setting.profile_name;
+    end if;
     if not found then
         raise exception 'unknown agent profile %', coalesce(pg_catalog.quote_literal(profile_name), 'NULL')
             using errcode = '22023', hint = 'Create it first with emem.create_agent_profile(name, lanes).';

@@ -86,7 +86,7 @@ begin
     if space.is_active then
         return;
     end if;
-    if not force and exists (select from emem.embedding_spaces as s where s.is_active) then
+    if not force and exists (select 1 from emem.embedding_spaces as s where s.is_active) then
         -- Work the queue missed (its triggers were off during a load) is found here, so that the
         -- refusal's figures are true; a refusal rolls it back, and emem embed finds it again.
         perform emem._queue_missing(space.space_id, null);
@@ -160,12 +160,14 @@ comment on function emem._check_vector(public.vector, emem.embedding_spaces, tex
 -- What is wrong with one item of put_records, or NULL. The cheap checks of shape and size; the
 -- values that need a cast (occurred_at, a vector) are parsed afterwards.
 create function emem._item_problem(item jsonb, writable text[]) returns text
-language sql stable
+language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
-    select case
+#variable_conflict use_column
+begin
+    return (select case
         when pg_catalog.jsonb_typeof(item) <> 'object' then 'is not a JSON object'
-        when exists (select from pg_catalog.jsonb_object_keys(item) as k
+        when exists (select 1 from pg_catalog.jsonb_object_keys(item) as k
                      where k <> all (array['kind', 'content', 'lane', 'tags', 'authority', 'occurred_at',
                                            'thread_id', 'thread_position', 'metadata', 'source_key', 'vector']))
             then 'has an unknown key; accepted: kind, content, lane, tags, authority, occurred_at, '
@@ -179,7 +181,7 @@ as $$
             then 'content must be a non-empty text of at most 200000 characters (split longer text into file chunks)'
         when pg_catalog.jsonb_typeof(item->'lane') is distinct from 'string'
              or not (writable is null or item->>'lane' = any (writable))
-             or not exists (select from emem.lanes as l where l.lane_name operator(pg_catalog.=) (item->>'lane'))
+             or not exists (select 1 from emem.lanes as l where l.lane_name operator(pg_catalog.=) (item->>'lane'))
             then pg_catalog.format('lane %s is not a lane this role may write (unknown, or outside its agent profile)',
                                    coalesce(pg_catalog.quote_literal(pg_catalog.left(item->>'lane', 100)), 'NULL'))
         when emem._has_thread((item->>'kind')::emem.record_kind)
@@ -194,7 +196,7 @@ as $$
         when item ? 'tags' and (pg_catalog.jsonb_typeof(item->'tags') <> 'array'
              or pg_catalog.jsonb_array_length(item->'tags') > 1000
              or pg_catalog.jsonb_path_exists(item->'tags', 'strict $[*] ? (@.type() != "string")')
-             or exists (select from pg_catalog.jsonb_array_elements_text(item->'tags') as t
+             or exists (select 1 from pg_catalog.jsonb_array_elements_text(item->'tags') as t
                         where emem._is_blank(t) or pg_catalog.length(t) > 200))
             then 'tags must be an array of at most 1000 texts of 1 to 200 characters, not only white space'
         -- authority is stored as a real: a number nearer 0 than a real holds would not cast.
@@ -215,7 +217,8 @@ as $$
         when item ? 'vector' and (pg_catalog.jsonb_typeof(item->'vector') not in ('array', 'string')
              or pg_catalog.length((item->'vector')::text) > 100000)
             then 'vector must be an array of numbers, or pgvector''s text of one such as "[0.1,0.2,...]"'
-        end
+        end);
+end
 $$;
 comment on function emem._item_problem(jsonb, text[]) is
   'What is wrong with one item of emem.put_records (shape, sizes, lane), or NULL.';
@@ -245,6 +248,22 @@ $$;
 comment on function emem._first_uncastable(jsonb, text, text) is
   'The number of the first item whose field does not cast to the type, and the cast''s message (for put_records'' errors).';
 
+-- The records the items' lanes hold already under the items' source keys: {"lane/key": id} (a lane
+-- name holds no '/').
+create function emem._stored_keys(items jsonb) returns jsonb
+language plpgsql stable
+set search_path = pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+begin
+    return (select coalesce(pg_catalog.jsonb_object_agg(r.lane_name || '/' || r.source_key, r.record_id), '{}')
+    from emem.records as r
+    where (r.lane_name, r.source_key) in (select i->>'lane', i->>'source_key' from pg_catalog.jsonb_array_elements(items) as i
+                                          where i ? 'source_key'));
+end
+$$;
+comment on function emem._stored_keys(jsonb) is 'The ids of the records the items'' lanes hold under their source keys, by lane/key.';
+
 create function emem.put_records(items jsonb, space_id integer default null)
 returns table (item_number integer, record_id bigint, created boolean)
 language plpgsql
@@ -265,6 +284,7 @@ declare
     tag_records bigint[];
     tag_lanes text[];
     tag_names text[];
+    stored jsonb;
 begin
     if items is null or pg_catalog.jsonb_typeof(items) <> 'array' then
         raise exception 'items must be a JSON array of record objects' using errcode = '22023';
@@ -349,9 +369,9 @@ begin
     end if;
 
     -- An item whose source key its lane holds already is not written again.
+    stored := emem._stored_keys(items);
     stored_ids := array(
-        select (select r.record_id from emem.records as r
-                where r.lane_name = i.item->>'lane' and r.source_key = i.item->>'source_key')
+        select (stored->>((i.item->>'lane') || '/' || (i.item->>'source_key')))::bigint
         from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
         order by i.n);
     new_ids := array(
@@ -406,14 +426,16 @@ begin
     end if;
     perform emem._queue_records(created_ids);
 
+    -- A key a concurrent writer stored meanwhile: that writer's record.
+    if pg_catalog.cardinality(created_ids) < pg_catalog.cardinality(pg_catalog.array_remove(new_ids, null)) then
+        stored := emem._stored_keys(items);
+    end if;
     return query
     select i.n::integer,
-           case when new_ids[i.n] in (select pg_catalog.unnest(created_ids)) then new_ids[i.n]
-                else coalesce(stored_ids[i.n],
-                              (select r.record_id from emem.records as r
-                               where r.lane_name = i.item->>'lane' and r.source_key = i.item->>'source_key'))
+           case when new_ids[i.n] = any (created_ids) then new_ids[i.n]
+                else coalesce(stored_ids[i.n], (stored->>((i.item->>'lane') || '/' || (i.item->>'source_key')))::bigint)
            end,
-           new_ids[i.n] in (select pg_catalog.unnest(created_ids))
+           new_ids[i.n] = any (created_ids)
     from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
     order by i.n;
 end
@@ -477,7 +499,7 @@ set search_path = pg_catalog, pg_temp
 as $$
 begin
     if tags is null or pg_catalog.cardinality(tags) not between 1 and 1000 or exists (
-        select from pg_catalog.unnest(tags) as t where t is null or pg_catalog.length(t) > 200 or emem._is_blank(t)) then
+        select 1 from pg_catalog.unnest(tags) as t where t is null or pg_catalog.length(t) > 200 or emem._is_blank(t)) then
         raise exception 'tags must be an array of 1 to 1000 texts of 1 to 200 characters, not only white space'
             using errcode = '22023';
     end if;
@@ -529,7 +551,7 @@ as $$
         when properties is null or pg_catalog.jsonb_typeof(properties) <> 'object' then 'properties must be a JSON object'
         when pg_catalog.pg_column_size(properties) > 65536 then 'properties must be at most 64 kB'
         -- Each value is a label of the edge (emem.edge_labels), indexed whole: 2000 bytes fit an index row.
-        when exists (select from pg_catalog.jsonb_path_query(properties, 'strict $.**') as value
+        when exists (select 1 from pg_catalog.jsonb_path_query(properties, 'strict $.**') as value
                      where pg_catalog.jsonb_typeof(value) in ('string', 'number')
                        and (pg_catalog.length(value #>> '{}') > 1000 or pg_catalog.octet_length(value #>> '{}') > 2000))
             then 'a property value (a text or a number) is longer than 1000 characters or 2000 bytes'
@@ -631,7 +653,7 @@ begin
                coalesce(i.item->'properties', '{}') as properties, f.lane_name as from_lane, t.lane_name as to_lane,
                case
                    when pg_catalog.jsonb_typeof(i.item) <> 'object' then 'is not a JSON object'
-                   when exists (select from pg_catalog.jsonb_object_keys(i.item) as k
+                   when exists (select 1 from pg_catalog.jsonb_object_keys(i.item) as k
                                 where k <> all (array['from_record_id', 'to_record_id', 'relation', 'properties']))
                        then 'has an unknown key; accepted: from_record_id, to_record_id, relation, properties'
                    when i.from_text is null or i.to_text is null then 'from_record_id and to_record_id must be record ids'
@@ -716,7 +738,7 @@ begin
     if embedding is not null then
         perform emem._check_vector(embedding, space, 'the window vector');
     end if;
-    select pg_catalog.min(r.kind) as kind, pg_catalog.count(distinct r.kind) as kinds,
+    select pg_catalog.min(r.kind::text)::emem.record_kind as kind, pg_catalog.count(distinct r.kind) as kinds,
            pg_catalog.min(r.thread_id) as thread_id, pg_catalog.count(distinct r.thread_id) as threads,
            pg_catalog.min(r.lane_name) as lane_name, pg_catalog.count(distinct r.lane_name) as lanes,
            pg_catalog.min(r.thread_position) as first_position, pg_catalog.max(r.thread_position) as last_position,
@@ -762,18 +784,24 @@ language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
 declare
+    writable text[] := emem._lanes_of(emem._acting_role(), true);
     found_records emem.records[];
+    wanted bigint;
 begin
     if record_ids is null or pg_catalog.cardinality(record_ids) not between 1 and 50000
        or pg_catalog.array_position(record_ids, null) is not null then
         raise exception '% needs an array of 1 to 50000 record ids without NULLs', what using errcode = '22023';
     end if;
-    perform emem._require_record(r, 'record', true)
-    from pg_catalog.unnest(record_ids) as r
-    where not exists (select from emem.records as x
-                      where x.record_id = r and (emem._lanes_of(emem._acting_role(), true) is null
-                                                 or x.lane_name = any (emem._lanes_of(emem._acting_role(), true))));
-    found_records := array(select x from emem.records as x where x.record_id = any (record_ids) order by x.record_id);
+    found_records := array(select x from emem.records as x
+                           where x.record_id = any (record_ids) and (writable is null or x.lane_name = any (writable))
+                           order by x.record_id);
+    -- Ids compared apart from the table: a Citus cluster cannot run a correlated probe over an unnest.
+    select min(w) into wanted
+    from (select pg_catalog.unnest(record_ids) as w
+          except select x.record_id from pg_catalog.unnest(found_records) as x) as missing;
+    if wanted is not null then
+        perform emem._require_record(wanted, 'record', true);
+    end if;
     return found_records;
 end
 $$;
@@ -828,6 +856,35 @@ $$;
 comment on function emem.delete_records(bigint[]) is
   'Deletes records (1 to 50000, all in lanes the role writes) with their tags, vectors, the windows holding them, their queued work and the edges at them; returns how many went.';
 
+-- A lane column is the distribution column on a Citus cluster, which no UPDATE may change: rows
+-- change lanes as copies in the new lane, then the old rows go.
+create function emem._relane(table_name text, id_column text, lane_column text, ids bigint[], lane text)
+returns bigint
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    target_columns text;
+    copied_values text;
+    moved_rows bigint;
+begin
+    select pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' order by a.attnum),
+           pg_catalog.string_agg(case when a.attname = lane_column then '$2'
+                                      else 'x.' || pg_catalog.quote_ident(a.attname) end, ', ' order by a.attnum)
+    into target_columns, copied_values
+    from pg_catalog.pg_attribute as a
+    where a.attrelid = pg_catalog.to_regclass('emem.' || table_name) and a.attnum > 0
+      and not a.attisdropped and a.attgenerated = '';
+    execute pg_catalog.format(
+        'insert into emem.%1$I (%2$s) select %3$s from emem.%1$I as x where x.%4$I = any ($1) and x.%5$I <> $2',
+        table_name, target_columns, copied_values, id_column, lane_column) using ids, lane;
+    execute pg_catalog.format('delete from emem.%1$I as x where x.%2$I = any ($1) and x.%3$I <> $2',
+                              table_name, id_column, lane_column) using ids, lane;
+    get diagnostics moved_rows = row_count;
+    return moved_rows;
+end
+$$;
+
 -- A record moved keeps its id; its tags and vectors move with it, its windows go (a window is a
 -- run of one lane), its edges take the new lane at that end.
 create function emem.move_records(record_ids bigint[], lane text) returns bigint
@@ -843,7 +900,7 @@ declare
     tag_records bigint[];
     tag_names text[];
 begin
-    if lane is null or not exists (select from emem.lanes as l where l.lane_name operator(pg_catalog.=) lane)
+    if lane is null or not exists (select 1 from emem.lanes as l where l.lane_name operator(pg_catalog.=) lane)
        or not (writable is null or lane = any (writable)) then
         raise exception 'lane % is not a lane this role may write (unknown, or outside its agent profile)',
             coalesce(pg_catalog.quote_literal(pg_catalog.left(lane, 100)), 'NULL') using errcode = '42501';
@@ -852,9 +909,10 @@ begin
     if pg_catalog.cardinality(ids) = 0 then
         return 0;
     end if;
-    if exists (select from emem.records as r join emem.records as taken
-                 on taken.lane_name = lane and taken.source_key = r.source_key
-               where r.record_id = any (ids)) then
+    if exists (select 1 from emem.records as taken
+               where taken.lane_name = lane
+                 and taken.source_key = any (array(select (m).source_key from pg_catalog.unnest(moved) as m
+                                                   where (m).record_id = any (ids)))) then
         raise exception 'a record to move has a source_key that lane % holds already', lane using errcode = '23505';
     end if;
     perform emem._delete_windows(array(select distinct m.window_id from emem.window_members as m
@@ -863,17 +921,16 @@ begin
     into tag_records, tag_names
     from emem.record_tags as rt where rt.record_id = any (ids);
     perform emem._remove_tags(ids, null);
-    update emem.records as r set lane_name = lane where r.record_id = any (ids);
-    get diagnostics count_moved = row_count;
+    count_moved := emem._relane('records', 'record_id', 'lane_name', ids, lane);
     if tag_records is not null then
         perform emem._add_tags(tag_records, pg_catalog.array_fill(lane, array[pg_catalog.cardinality(tag_records)]),
                                tag_names);
     end if;
-    update emem.record_vectors as v set lane_name = lane where v.record_id = any (ids);
-    update emem.embedding_queue as q set lane_name = lane where q.record_id = any (ids);
-    update emem.edges as e set from_lane_name = lane where e.from_record_id = any (ids);
+    perform emem._relane('record_vectors', 'record_id', 'lane_name', ids, lane);
+    perform emem._relane('embedding_queue', 'record_id', 'lane_name', ids, lane);
+    perform emem._relane('edges', 'from_record_id', 'from_lane_name', ids, lane);
     update emem.edges as e set to_lane_name = lane where e.to_record_id = any (ids);
-    update emem.edge_labels as l set lane_name = lane where l.record_id = any (ids);
+    perform emem._relane('edge_labels', 'record_id', 'lane_name', ids, lane);
     update emem.edge_labels as l set far_lane_name = lane where l.far_record_id = any (ids);
     -- The moved edges' labels in the vocabulary of their from ends' new lane.
     insert into emem.edge_label_vocabulary (lane_name, label, label_terms, namespace_terms)

@@ -22,15 +22,18 @@
 -- those its agent profile both reads (it sends their text to the gateway) and writes (it stores
 -- their vectors). A role bound to no profile is refused.
 create function emem._embedding_lanes() returns text[]
-language sql stable
+language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
-    select case when readable is null then null else array(
+#variable_conflict use_column
+begin
+    return (select case when readable is null then null else array(
         select l from pg_catalog.unnest(readable) as l
         intersect
         select l from pg_catalog.unnest(emem._lanes_of(emem._acting_role(), true)) as l
         order by 1) end
-    from emem._readable_lanes_or_refuse() as readable
+    from emem._readable_lanes_or_refuse() as readable);
+end
 $$;
 comment on function emem._embedding_lanes() is
   'The lanes whose embedding work the acting role may do: those it reads and writes (NULL: every lane); 42501 for a role bound to no agent profile.';
@@ -52,10 +55,11 @@ begin
     select _queue_missing.space_id, r.lane_name, r.record_id
     from emem.records as r
     where (lanes is null or r.lane_name = any (lanes))
-      and not exists (select from emem.record_vectors as v
-                      where v.space_id = _queue_missing.space_id and v.record_id = r.record_id)
-      and not exists (select from emem.embedding_queue as q  -- queued already: no id drawn for it
-                      where q.space_id = _queue_missing.space_id and q.record_id = r.record_id)
+      and not exists (select 1 from emem.record_vectors as v
+                      where v.space_id = _queue_missing.space_id and v.record_id = r.record_id and v.lane_name = r.lane_name)
+      and not exists (select 1 from emem.embedding_queue as q  -- queued already: no id drawn for it
+                      where q.space_id = _queue_missing.space_id and q.record_id = r.record_id
+                        and q.lane_name = r.lane_name)
     order by r.record_id
     on conflict do nothing;
     get diagnostics added_records = row_count;
@@ -64,12 +68,12 @@ begin
     from (select distinct w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position
           from emem.windows as w
           where lanes is null or w.lane_name = any (lanes)) as run
-    where not exists (select from emem.windows as current
+    where not exists (select 1 from emem.windows as current
                       where current.space_id = _queue_missing.space_id and current.embedding is not null
                         and (current.lane_name, current.thread_kind, current.thread_id, current.first_position,
                              current.last_position)
                           = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position))
-      and not exists (select from emem.embedding_queue as q
+      and not exists (select 1 from emem.embedding_queue as q
                       where q.space_id = _queue_missing.space_id and q.record_id is null
                         and (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position)
                           = (run.lane_name, run.thread_kind, run.thread_id, run.first_position, run.last_position))
@@ -107,8 +111,9 @@ begin
     from emem.embedding_queue as q
     where q.space_id = _vector_coverage.space_id and q.record_id is not null
       and (lanes is null or q.lane_name = any (lanes))
-      and exists (select from emem.records as r where r.record_id = q.record_id)
-      and not exists (select from emem.record_vectors as v where v.space_id = q.space_id and v.record_id = q.record_id);
+      and exists (select 1 from emem.records as r where r.record_id = q.record_id and r.lane_name = q.lane_name)
+      and not exists (select 1 from emem.record_vectors as v
+                      where v.space_id = q.space_id and v.record_id = q.record_id and v.lane_name = q.lane_name);
     select pg_catalog.count(*) into windows
     from emem.windows as w
     where w.space_id = _vector_coverage.space_id and w.embedding is not null
@@ -118,7 +123,7 @@ begin
           from emem.embedding_queue as q
           where q.space_id = _vector_coverage.space_id and q.record_id is null
             and (lanes is null or q.lane_name = any (lanes))
-            and not exists (select from emem.windows as w
+            and not exists (select 1 from emem.windows as w
                             where w.space_id = q.space_id and w.embedding is not null
                               and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
                                 = (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position))
@@ -149,20 +154,26 @@ create function emem._coverage_below(space_id integer, lanes text[], threshold d
 language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
+#variable_conflict use_column
 begin
-    if threshold <= 0 or not exists (
-        select from emem.embedding_queue as q
-        where q.space_id = _coverage_below.space_id and (lanes is null or q.lane_name = any (lanes))
-          and case when q.record_id is not null then
-                  (select v.record_id from emem.record_vectors as v
-                   where v.space_id = q.space_id and v.record_id = q.record_id) is null
-                  and (select r.record_id from emem.records as r where r.record_id = q.record_id) is not null
-              else
-                  (select w.window_id from emem.windows as w
-                   where w.space_id = q.space_id and w.embedding is not null
-                     and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
-                       = (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position)) is null
-              end) then
+    -- Cheap while nothing is missing, which is when finds ask most: the queue is empty or nearly,
+    -- and each entry is probed by its keys (lane first, as a cluster's shards keep them).
+    if threshold <= 0 or not (
+        exists (select 1 from emem.embedding_queue as q
+                join emem.records as r on r.lane_name = q.lane_name and r.record_id = q.record_id
+                where q.space_id = _coverage_below.space_id and q.record_id is not null
+                  and (lanes is null or q.lane_name = any (lanes))
+                  and not exists (select 1 from emem.record_vectors as v
+                                  where v.lane_name = q.lane_name and v.space_id = q.space_id
+                                    and v.record_id = q.record_id))
+        or exists (select 1 from emem.embedding_queue as q
+                   where q.space_id = _coverage_below.space_id and q.record_id is null
+                     and (lanes is null or q.lane_name = any (lanes))
+                     and not exists (select 1 from emem.windows as w
+                                     where w.lane_name = q.lane_name and w.space_id = q.space_id
+                                       and w.embedding is not null and w.thread_kind = q.thread_kind
+                                       and w.thread_id = q.thread_id and w.first_position = q.first_position
+                                       and w.last_position = q.last_position))) then
         return false;
     end if;
     return threshold >= 1 or (emem._vector_coverage(space_id, lanes)->>'share')::float8 < threshold;
@@ -266,10 +277,11 @@ begin
     delete from emem.embedding_queue as q
     where q.queue_id = any (queue_ids) and case
         when q.record_id is not null then
-            not exists (select from emem.records as r where r.record_id = q.record_id)
-            or exists (select from emem.record_vectors as v where v.space_id = q.space_id and v.record_id = q.record_id)
+            not exists (select 1 from emem.records as r where r.record_id = q.record_id and r.lane_name = q.lane_name)
+            or exists (select 1 from emem.record_vectors as v
+                       where v.space_id = q.space_id and v.record_id = q.record_id and v.lane_name = q.lane_name)
         else
-            exists (select from emem.windows as w
+            exists (select 1 from emem.windows as w
                     where w.space_id = q.space_id and w.embedding is not null
                       and (w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position)
                         = (q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position))
@@ -284,6 +296,50 @@ end
 $$;
 comment on function emem._drop_done_entries(bigint[]) is
   'Takes claimed queue entries whose work is done or void off the queue; returns how many are left to embed.';
+
+-- Up to `batch_size` due entries of a space that no other worker holds, locked, lane by lane: first
+-- an equal share of every lane with work (so that a flood in one lane delays no other lane's
+-- vectors), then what is left in the order the work came. Each statement locks one lane's rows (on
+-- a cluster, one shard's: Citus locks rows only with the distribution column given).
+create function emem._claim_fairly(space_id integer, lanes text[], batch_size integer) returns bigint[]
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    waiting text[];
+    lane text;
+    claimed bigint[] := '{}';
+    share integer;
+begin
+    waiting := array(
+        select q.lane_name from emem.embedding_queue as q
+        where q.space_id = _claim_fairly.space_id and (lanes is null or q.lane_name = any (lanes))
+          and (q.not_before is null or q.not_before <= pg_catalog.clock_timestamp())
+        group by q.lane_name order by pg_catalog.min(q.queue_id));
+    if pg_catalog.cardinality(waiting) = 0 then
+        return claimed;
+    end if;
+    share := pg_catalog.ceil(batch_size::numeric / pg_catalog.cardinality(waiting));
+    for pass in 1..2 loop
+        foreach lane in array waiting loop
+            exit when pg_catalog.cardinality(claimed) >= batch_size;
+            claimed := claimed || array(
+                select q.queue_id from emem.embedding_queue as q
+                where q.lane_name = lane and q.space_id = _claim_fairly.space_id
+                  and (q.not_before is null or q.not_before <= pg_catalog.clock_timestamp())
+                  and q.queue_id <> all (claimed)
+                order by q.queue_id
+                limit case when pass = 1 then least(share, batch_size - pg_catalog.cardinality(claimed))
+                           else batch_size - pg_catalog.cardinality(claimed) end
+                for update skip locked);
+        end loop;
+    end loop;
+    return claimed;
+end
+$$;
+comment on function emem._claim_fairly(integer, text[], integer) is
+  'Locks up to batch_size due queue entries of a space in these lanes (NULL: all), an equal share of each lane with work first; returns their ids.';
 
 create function emem.claim_embeddings(space_id integer, batch_size integer default 64)
 returns table (queue_id bigint, record_id bigint, member_record_ids bigint[], texts text[], attempts integer)
@@ -302,18 +358,12 @@ begin
     end if;
     -- Work done or void leaves without a gateway call; when a whole batch was such, the next is taken.
     loop
-        claimed := array(
-            select q.queue_id from emem.embedding_queue as q
-            where q.space_id = space.space_id and (lanes is null or q.lane_name = any (lanes))
-              and (q.not_before is null or q.not_before <= pg_catalog.clock_timestamp())
-            order by q.queue_id
-            limit batch_size
-            for update skip locked);
+        claimed := emem._claim_fairly(space.space_id, lanes, batch_size);
         exit when pg_catalog.cardinality(claimed) = 0 or emem._drop_done_entries(claimed) > 0;
     end loop;
     return query
     select q.queue_id, q.record_id, null::bigint[], array[r.content], q.attempts
-    from emem.embedding_queue as q join emem.records as r on r.record_id = q.record_id
+    from emem.embedding_queue as q join emem.records as r on r.record_id = q.record_id and r.lane_name = q.lane_name
     where q.queue_id = any (claimed)
     union all
     select q.queue_id, null::bigint, members.ids, members.texts, q.attempts
@@ -339,6 +389,7 @@ as $$
 declare
     lanes text[] := emem._embedding_lanes();
     held bigint[];
+    lane text;
     problem record;
     runs emem._window_run[];
 begin
@@ -351,19 +402,25 @@ begin
     end if;
     -- Only entries still queued (an edit queues its record again under a new id) in the caller's
     -- lanes; the worker holds them since its claim, anyone else waits here for the one who does.
-    held := array(select q.queue_id from emem.embedding_queue as q
-                  where q.queue_id = any (queue_ids) and (lanes is null or q.lane_name = any (lanes))
-                  order by q.queue_id
-                  for update);
-    select given.queue_id, public.vector_dims(given.embedding) as dimensions, public.vector_norm(given.embedding) as norm,
-           s.space_id, s.model_name, s.dimension
+    held := '{}';
+    for lane in select distinct q.lane_name from emem.embedding_queue as q
+                where q.queue_id = any (queue_ids) and (lanes is null or q.lane_name = any (lanes))
+                order by 1 loop
+        held := held || array(select q.queue_id from emem.embedding_queue as q
+                              where q.lane_name = lane and q.queue_id = any (queue_ids)
+                              order by q.queue_id
+                              for update);
+    end loop;
+    -- Each entry's vector by its place in the arrays (read from the queue, not joined to an unnest:
+    -- on a cluster that would pull the queue to the coordinator).
+    select q.queue_id, public.vector_dims(given.embedding) as dimensions, s.space_id, s.model_name, s.dimension
     into problem
-    from rows from (pg_catalog.unnest(queue_ids), pg_catalog.unnest(embeddings)) as given (queue_id, embedding)
-    join emem.embedding_queue as q on q.queue_id = given.queue_id
+    from emem.embedding_queue as q
+    cross join lateral (select embeddings[pg_catalog.array_position(queue_ids, q.queue_id)] as embedding) as given
     join emem.embedding_spaces as s on s.space_id = q.space_id
-    where given.queue_id = any (held)
+    where q.queue_id = any (held)
       and (public.vector_dims(given.embedding) <> s.dimension or public.vector_norm(given.embedding) = 0)
-    order by given.queue_id limit 1;
+    order by q.queue_id limit 1;
     if found and problem.dimensions <> problem.dimension then
         raise exception 'the vector for queue entry % has % dimensions but embedding space % (%) has %',
             problem.queue_id, problem.dimensions, problem.space_id, problem.model_name, problem.dimension
@@ -373,20 +430,19 @@ begin
             using errcode = '22023';
     end if;
     insert into emem.record_vectors as rv (space_id, record_id, embedding, lane_name)
-    select q.space_id, q.record_id, public.l2_normalize(given.embedding), q.lane_name
-    from rows from (pg_catalog.unnest(queue_ids), pg_catalog.unnest(embeddings)) as given (queue_id, embedding)
-    join emem.embedding_queue as q on q.queue_id = given.queue_id
-    where given.queue_id = any (held) and q.record_id is not null
-      and exists (select from emem.records as r where r.record_id = q.record_id)
+    select q.space_id, q.record_id, public.l2_normalize(embeddings[pg_catalog.array_position(queue_ids, q.queue_id)]),
+           q.lane_name
+    from emem.embedding_queue as q
+    where q.queue_id = any (held) and q.record_id is not null
+      and exists (select 1 from emem.records as r where r.record_id = q.record_id and r.lane_name = q.lane_name)
     order by q.space_id, q.record_id
     on conflict on constraint record_vectors_pkey do update set embedding = excluded.embedding;
     with written as (
         insert into emem.windows as w (space_id, lane_name, thread_kind, thread_id, first_position, last_position, embedding)
         select q.space_id, q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position,
-               public.l2_normalize(given.embedding)
-        from rows from (pg_catalog.unnest(queue_ids), pg_catalog.unnest(embeddings)) as given (queue_id, embedding)
-        join emem.embedding_queue as q on q.queue_id = given.queue_id
-        where given.queue_id = any (held) and q.record_id is null
+               public.l2_normalize(embeddings[pg_catalog.array_position(queue_ids, q.queue_id)])
+        from emem.embedding_queue as q
+        where q.queue_id = any (held) and q.record_id is null
         order by q.lane_name, q.thread_kind, q.thread_id, q.first_position, q.last_position, q.space_id
         on conflict on constraint one_window_per_run do update set embedding = excluded.embedding
         returning w.window_id, w.lane_name, w.thread_kind, w.thread_id, w.first_position, w.last_position

@@ -45,8 +45,10 @@ begin
     end if;
     if space.space_id is not null then
         -- Writes check dimensions; a sample still catches rows written around the API.
-        select pg_catalog.array_agg(distinct public.vector_dims(sample.embedding)) into stored_dimensions
-        from (select rv.embedding from emem.record_vectors as rv
+        -- The sample's dimensions are worked out where the vectors are stored (on a Citus
+        -- cluster no vector travels to the coordinator).
+        select pg_catalog.array_agg(distinct sample.dimensions) into stored_dimensions
+        from (select public.vector_dims(rv.embedding) as dimensions from emem.record_vectors as rv
               where rv.space_id = space.space_id and (lanes is null or rv.lane_name = any (lanes))
               limit 1000) as sample;
         if stored_dimensions is not null and stored_dimensions <> array[space.dimension] then

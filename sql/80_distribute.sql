@@ -16,7 +16,7 @@ declare
     each_table text;
     done jsonb := '{}';
 begin
-    if not exists (select from pg_catalog.pg_extension as e where e.extname = 'citus') then
+    if not exists (select 1 from pg_catalog.pg_extension as e where e.extname = 'citus') then
         raise exception 'emem.distribute() needs the citus extension in this database'
             using errcode = '55000', hint = 'CREATE EXTENSION citus (Citus first in shared_preload_libraries), add the workers, then call it.';
     end if;
@@ -37,9 +37,6 @@ begin
         done := done || pg_catalog.jsonb_build_object(pg_catalog.split_part(each_table, ':', 1),
                                                       'distributed by ' || pg_catalog.split_part(each_table, ':', 2));
     end loop;
-    -- Row-level security's functions read reference tables from within a query on a shard.
-    alter function emem.policy_lanes(name) set citus.allow_nested_distributed_execution = on;
-    alter function emem.policy_profile(name) set citus.allow_nested_distributed_execution = on;
     return done;
 end
 $$;

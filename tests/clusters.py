@@ -123,10 +123,13 @@ def _state(pid: int) -> str:
 
 
 def plpython_modules(db: psycopg.Connection) -> str:
-    """Where the test server's PL/Python finds emem's modules, for a cluster of the same install."""
+    """Where the test server's PL/Python finds emem's modules (this release's package), for a
+    cluster of the same install."""
+    version = db.execute("select extversion from pg_extension where extname = 'emem'").fetchone()[0]
+    package = "emem_db_" + version.replace(".", "_")
     db.execute(
         "create or replace function pg_temp.emem_modules() returns text language plpython3u as"
-        " $$ import emem_db, os; return os.path.dirname(os.path.dirname(emem_db.__file__)) $$"
+        f" $$ import {package}, os; return os.path.dirname(os.path.dirname({package}.__file__)) $$"
     )
     return db.execute("select pg_temp.emem_modules()").fetchone()[0]
 

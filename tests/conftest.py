@@ -14,7 +14,6 @@ from typing import Any
 import psycopg
 import pytest
 from databases import Corpora, Roles, Server
-from embeddings_service import FakeService, serving
 from pytest_postgresql import factories
 from pytest_postgresql.executors import NoopExecutor
 
@@ -130,10 +129,3 @@ def database_without_emem(request: pytest.FixtureRequest, db: psycopg.Connection
             connection.execute("create extension vector")
     yield name, conninfo
     db.execute(f"drop database {name} with (force)")
-
-
-@pytest.fixture
-def service() -> Iterator[FakeService]:
-    """A real OpenAI-compatible embeddings service on 127.0.0.1 (tests/embeddings_service.py)."""
-    with serving() as running:
-        yield running

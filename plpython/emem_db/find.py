@@ -62,9 +62,10 @@ class Gather:
 
     def check_page(self, page: int | None, page_size: int | None) -> None:
         if page is None or not 1 <= page <= MAX_PAGE:
-            self.fail(f"page {page} is out of range", hint=f"Accepted: 1 to {MAX_PAGE}.")
+            self.fail(f"page {'NULL' if page is None else page} is out of range", hint=f"Accepted: 1 to {MAX_PAGE}.")
         if page_size is None or not 1 <= page_size <= MAX_PAGE_SIZE:
-            self.fail(f"page_size {page_size} is out of range", hint=f"Accepted: 1 to {MAX_PAGE_SIZE}.")
+            shown = "NULL" if page_size is None else page_size
+            self.fail(f"page_size {shown} is out of range", hint=f"Accepted: 1 to {MAX_PAGE_SIZE}.")
         if page * page_size > MAX_REACH:
             self.fail(
                 f"page {page} of {page_size} reaches record {page * page_size} of the merged list",

@@ -37,7 +37,7 @@ PROBE = " offset 0"
 def holds_tag(record_id: str, tags: str, lanes: str | None = None) -> str:
     """The record carries one of these tags."""
     return (
-        f"exists (select from emem.record_tags as rt where rt.record_id = {record_id}"
+        f"exists (select 1 from emem.record_tags as rt where rt.record_id = {record_id}"
         f" and rt.tag operator(pg_catalog.=) any ({tags}){in_lanes('rt.lane_name', lanes)}{PROBE})"
     )
 
@@ -61,7 +61,7 @@ def tagged(tags: str, lanes: str | None = None) -> str:
 def text_matches(record_id: str, tsquery: str, lanes: str | None = None) -> str:
     """The record's text matches a tsquery."""
     return (
-        f"exists (select from emem.records as r where r.record_id = {record_id}"
+        f"exists (select 1 from emem.records as r where r.record_id = {record_id}"
         f" and r.content_search operator(pg_catalog.@@) {tsquery}{in_lanes('r.lane_name', lanes)}{PROBE})"
     )
 

@@ -14,6 +14,13 @@ from dataclasses import dataclass
 # distance (by distance) or with its score (by score first); a match read lazily (by distance, or
 # degraded in record-id order); a match read in tiers by score.
 KINDS = ("empty", "whole", "broad", "tiered")
+# Larger than any match: on a Citus cluster every match is read whole (Reader.exact_limit).
+WHOLE_ON_A_CLUSTER = 2**62
+
+
+def read_whole_because(limit: int, reason: str) -> str:
+    """Why a match is read whole: `reason`, or on a cluster (the limit is WHOLE_ON_A_CLUSTER) that."""
+    return "a Citus cluster reads every match whole" if limit >= WHOLE_ON_A_CLUSTER else reason
 
 
 @dataclass(frozen=True)

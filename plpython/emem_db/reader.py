@@ -5,12 +5,14 @@ import functools
 import json
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from .analysis import QuestionAnalysis
 from .entry import Backend
 from .merge import Candidate
+from .plans import WHOLE_ON_A_CLUSTER
 from .sets import SetSql
 
 
@@ -94,9 +96,26 @@ class Reader:
         return self.request.space
 
     @functools.cached_property
+    def distributed(self) -> bool:
+        """Whether emem's tables are distributed over a Citus cluster (docs/scale-out.md)."""
+        citus = "select pg_catalog.to_regclass('pg_catalog.pg_dist_partition') is not null as c"
+        if not self.execute("reader.distributed", citus, [], [])[0]["c"]:
+            return False
+        return self.execute(
+            "reader.distributed",
+            """select exists (select 1 from pg_catalog.pg_dist_partition as p
+                              where p.logicalrelid operator(pg_catalog.=) 'emem.records'::pg_catalog.regclass) as d""",
+            [],
+            [],
+        )[0]["d"]
+
+    @functools.cached_property
     def exact_limit(self) -> int:
         """How many records a tag match may hold and still be fetched whole (Tuning.exact_candidates);
-        with a vector, the crossover with a filtered HNSW scan."""
+        with a vector, the crossover with a filtered HNSW scan. On a Citus cluster every match is
+        read whole: a lazy read probes records one by one, which a cluster cannot push down."""
+        if self.distributed:
+            return WHOLE_ON_A_CLUSTER
         if self.degraded:
             return self.tuning.exact_candidates  # degraded broad tags are read in record-id order from their index
         return self.crossover(self.tuning.filtered_scan_cost_ratio)
@@ -106,7 +125,7 @@ class Reader:
         """How many records a full-text or edge match may hold and still be fetched whole. With a
         vector as exact_limit; degraded, such a match is read in record-id order by probing the
         records one by one (it has no index in that order): the crossover with that."""
-        if not self.degraded:
+        if not self.degraded or self.distributed:
             return self.exact_limit
         return self.crossover(self.tuning.degraded_probe_cost_ratio)
 
@@ -206,28 +225,43 @@ class Reader:
     def with_distances(self, record_ids: list[int], scores: list[float]) -> list[Candidate]:
         """These records with their scores and distances, by score, then distance (degraded:
         none), then record id."""
-        if self.degraded:
-            ordered = sorted(zip(scores, record_ids, strict=True), key=lambda pair: (-pair[0], pair[1]))
-            return [Candidate(record_id, None, (), score) for score, record_id in ordered]
-        return self.candidates(
-            "reader.with_distances",
-            f"""select found.record_id, {self.distance_sql("$2")} as distance, found.score
-                from rows from (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($3::float8[]))
-                     as found (record_id, score)
-                order by found.score desc, distance nulls last, found.record_id""",
-            ["bigint[]", "public.vector", "float8[]"],
-            [record_ids, self.request.vector, scores],
+        distances = self.distances(record_ids)
+        return sorted(
+            (
+                Candidate(record_id, distances.get(record_id), (), score)
+                for record_id, score in zip(record_ids, scores, strict=True)
+            ),
+            key=lambda c: (-(c.score or 0.0), *distance_key(c.distance), c.record_id),
         )
 
-    def distance_sql(self, vector: str) -> str:
-        """The cosine distance of a record (found.record_id) to the question vector (the
-        parameter `vector`); NULL without a vector."""
-        if self.degraded:
-            return "null::float8"
-        return (
-            f"(select rv.embedding operator(public.<=>) {vector}::public.vector from emem.record_vectors as rv"
-            f" where rv.space_id = {self.space.space_id:d} and rv.record_id = found.record_id)"
+    def by_distance(self, record_ids: Iterable[int]) -> list[Candidate]:
+        """These records nearest first, those without a distance last, ties by record id."""
+        distances = self.distances(record_ids)
+        return sorted(
+            (Candidate(record_id, distance) for record_id, distance in distances.items()),
+            key=lambda c: (*distance_key(c.distance), c.record_id),
         )
+
+    def distances(self, record_ids: Iterable[int]) -> dict[int, float | None]:
+        """Each record's cosine distance to the question vector (None: no vector in the active
+        space, or degraded), read from the records by id with their vectors (a cluster's shards
+        each answer for theirs: no vector leaves a shard)."""
+        wanted = list(dict.fromkeys(record_ids))
+        if self.degraded or not wanted:
+            return dict.fromkeys(wanted)
+        rows = self.execute(
+            "reader.distances",
+            f"""select r.record_id, rv.embedding operator(public.<=>) $2::public.vector as distance
+                from emem.records as r
+                left join emem.record_vectors as rv
+                       on rv.lane_name = r.lane_name and rv.space_id = {self.space.space_id:d}
+                      and rv.record_id = r.record_id
+                where r.record_id operator(pg_catalog.=) any ($1)""",
+            ["bigint[]", "public.vector"],
+            [wanted, self.request.vector],
+        )
+        found = {row["record_id"]: finite_or_none(row["distance"]) for row in rows}
+        return {record_id: found.get(record_id) for record_id in wanted}
 
     def vector_distance_sql(self, column: str) -> str:
         """The expression the space's HNSW partial index orders by (the question vector is $1)."""
@@ -244,6 +278,11 @@ class Reader:
             ["text", "public.vector", "int", "int", "jsonb"],
             [sql, self.request.vector, count, ef_search, json.dumps(settings)],
         )
+
+
+def distance_key(distance: float | None) -> tuple[bool, float]:
+    """Nearest first, no distance last (SQL's `order by distance nulls last`)."""
+    return (distance is None, distance or 0.0)
 
 
 def finite_or_none(distance: float | None) -> float | None:

@@ -124,14 +124,13 @@ class SetSql:
                 return fragments.text_matches(record_id, quoted_tsquery(self.plpy, tsquery), self.lanes)
             case LabelEnds(labels):
                 return (
-                    f"exists (select from emem.edge_labels as el where el.label operator(pg_catalog.=) any"
+                    f"exists (select 1 from emem.edge_labels as el where el.label operator(pg_catalog.=) any"
                     f" ({self.texts(labels)}) and el.record_id = {record_id}{self.ends_within()}{fragments.PROBE})"
                 )
             case FarTagged(labels, tags):
                 far_tagged = fragments.holds_tag("e.far_record_id", self.texts(tags), self.lanes)
-                return (
-                    f"exists (select from {self.edges_at(record_id, labels)} as e where {far_tagged}{fragments.PROBE})"
-                )
+                edges = self.edges_at(record_id, labels)
+                return f"exists (select 1 from {edges} as e where {far_tagged}{fragments.PROBE})"
             case Listed(ids):
                 return f"{record_id} operator(pg_catalog.=) any ({self.ids_array(ids)})" if ids else "false"
             case AnyOf(members):

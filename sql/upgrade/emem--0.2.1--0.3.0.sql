@@ -13,7 +13,7 @@ alter table emem.role_profiles drop constraint role_profiles_pkey;
 alter table emem.role_profiles
     add column role_name name, add column role_id oid, add column bound_in_cluster text;
 -- A binding whose role is gone held for no one: it goes.
-delete from emem.role_profiles as rp where not exists (select from pg_catalog.pg_roles as r where r.oid = rp.old_role_id);
+delete from emem.role_profiles as rp where not exists (select 1 from pg_catalog.pg_roles as r where r.oid = rp.old_role_id);
 update emem.role_profiles as rp
     set role_name = r.rolname, role_id = r.oid,
         bound_in_cluster = (select c.system_identifier::text from pg_catalog.pg_control_system() as c)

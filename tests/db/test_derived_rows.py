@@ -14,6 +14,7 @@ from databases import MakeRole
 from derived import derived_mismatch
 from psycopg import errors
 from queries import scalar
+from tuned import read_lazily
 
 
 def put_record(db: psycopg.Connection, lane: str, content: str) -> int:
@@ -142,15 +143,6 @@ def test_agents_cannot_read_the_derived_tables(
             db.execute(f"select * from emem.{table}")
     finally:
         db.execute("reset role")
-
-
-def read_lazily(conn: psycopg.Connection) -> None:
-    """This backend reads any edge term ending more than 2 records as broad (counted, walked, probed)."""
-    conn.execute("select emem.analyse_question('warm')")
-    conn.execute(
-        "do $$ import dataclasses; state = GD['emem_db']; state.tuning = dataclasses.replace(state.tuning,"
-        " exact_candidates=2, filtered_scan_cost_ratio=1e-9, degraded_probe_cost_ratio=1e-9) $$ language plpython3u"
-    )
 
 
 @pytest.mark.parametrize("profile", ["record_vectors, tags, window_vectors, fulltext", "tags_by_terms, fulltext"])

@@ -310,7 +310,8 @@ def test_envelope_gives_totals_when_every_row_of_the_page_was_removed(corpus, ma
         (("q", None, 0, 30), r"page 0 is out of range"),
         (("q", None, 1, 0), r"page_size 0 is out of range"),
         (("q", None, 1, 1001), r"page_size 1001 is out of range"),
-        (("q", None, None, 30), r"page None is out of range"),
+        (("q", None, None, 30), r"page NULL is out of range"),
+        (("q", None, 1, None), r"page_size NULL is out of range"),
         (("  ", None, 1, 30), r"the question is empty"),
         ((None, None, 1, 30), r"the question is empty"),
         (("x" * 10_001, None, 1, 30), r"the question has 10001 characters"),
@@ -375,8 +376,9 @@ def test_explain_shows_each_lookups_plan_and_the_statements_it_ran(four_disjoint
     names = {name: [s["name"] for s in lookup["statements"]] for name, lookup in lookups.items()}
     assert names["tags"][:2] == ["tags.tag_match", "edges.matched_labels"] and "tags.tags_by_distance" in names["tags"]
     assert "vectors.nearest" in names["record_vectors"] and "fulltext.term_queries" in names["fulltext"]
-    statement = lookups["tags"]["statements"][-1]
+    [statement] = [s for s in lookups["tags"]["statements"] if s["name"] == "tags.tags_by_distance"]
     assert statement["rows"] == 20 and "emem.record_tags" in statement["sql"] and statement["milliseconds"] >= 0
+    assert lookups["tags"]["statements"][-1]["name"] == "reader.distances"  # then their distances, by id
     assert [s["name"] for s in explained["statements"]["rows"]] == ["find.page_rows"]
 
 

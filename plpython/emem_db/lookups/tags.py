@@ -30,7 +30,7 @@ from ..lookups.edges import (
     matched_labels,
     visible_ends,
 )
-from ..plans import ListPlan, Mode
+from ..plans import ListPlan, Mode, read_whole_because
 from ..reader import Reader
 from ..sets import AnyOf, LabelEnds, Listed, RecordSet, Tagged
 
@@ -88,7 +88,8 @@ def plan_tags(match: "TagMatch", mode: Mode) -> ListPlan:
     if not (match.tags or match.edges.found):
         return ListPlan("whole", "no tag or edge label matches")
     if upper is not None and upper <= mode.exact_limit:
-        return ListPlan("whole", f"the match holds at most {upper} records: at most {mode.exact_limit} are read whole")
+        reason = f"the match holds at most {upper} records: at most {mode.exact_limit} are read whole"
+        return ListPlan("whole", read_whole_because(mode.exact_limit, reason))
     if not mode.scored:
         return ListPlan("broad", "a broad match by distance alone: read from the HNSW index filtered to it")
     if len(match.tags) == 1 and not match.edges.found:
@@ -302,24 +303,16 @@ def scored_tags(
 
 
 def tags_by_distance(reader: Reader, tags: list[str], labels: list[str]) -> FetchedList:
-    """The seed's order with a vector needs no matched terms: one join, one sort."""
-    edge_ends = reader.sets.matched_edge_rows("$3")
-    sql = f"""
-        with found (record_id) as (
-            {fragments.tagged("$1", reader.lanes_sql)}
+    """The seed's order with a vector needs no matched terms: the candidates, then their distances."""
+    rows = reader.execute(
+        "tags.tags_by_distance",
+        f"""{fragments.tagged("$1", reader.lanes_sql)}
             union
-            select ends.endpoint from ({edge_ends}) as ends (endpoint, terms)
-        )
-        select found.record_id, rv.embedding operator(public.<=>) $2::public.vector as distance
-        from found
-        left join emem.record_vectors as rv
-               on rv.space_id = {reader.space.space_id:d} and rv.record_id = found.record_id
-        order by distance nulls last, found.record_id"""
-    return FetchedList(
-        reader.candidates(
-            "tags.tags_by_distance", sql, ["text[]", "public.vector", "text[]"], [tags, reader.request.vector, labels]
-        )
+            select ends.record_id from ({reader.sets.matched_edge_rows("$2")}) as ends""",
+        ["text[]", "text[]"],
+        [tags, labels],
     )
+    return FetchedList(reader.by_distance(row["record_id"] for row in rows))
 
 
 class WholeTagMatchCounter(Counter):
@@ -402,11 +395,12 @@ def visible_members(reader: Reader, record_ids: list[int], lanes: list[str], nam
     tag_within = fragments.labels_within("v.tag_terms", "$2", "v.namespace_terms" if namespaced else None)
     rows = reader.execute(
         "tags.visible_members",
-        f"""select id from pg_catalog.unnest($1::bigint[]) as id
-            where exists (select from emem.record_tags as rt
-                          join emem.tag_vocabulary as v on v.tag = rt.tag and v.lane_name = rt.lane_name
-                          where rt.record_id = id and {tag_within})
-               or {visible_ends(reader, "id", "$3", lanes_sql)}""",
+        f"""select r.record_id as id from emem.records as r
+            where r.record_id operator(pg_catalog.=) any ($1)
+              and (exists (select 1 from emem.record_tags as rt
+                           join emem.tag_vocabulary as v on v.lane_name = rt.lane_name and v.tag = rt.tag
+                           where rt.lane_name = r.lane_name and rt.record_id = r.record_id and {tag_within})
+                   or {visible_ends(reader, "r.record_id", "$3", lanes_sql, "r.lane_name")})""",
         ["bigint[]", "text[]", "text[]"],
         [record_ids, terms, labels],
         cache=False,

@@ -14,8 +14,9 @@ from .. import fragments
 from ..lists.base import CandidateList, planned
 from ..lists.fetched import FetchedList
 from ..lookups.fulltext import document_frequencies, inverse_document_frequency, term_queries
+from ..merge import Candidate
 from ..plans import ListPlan
-from ..reader import Reader
+from ..reader import Reader, distance_key
 
 
 def thread_context(reader: Reader) -> CandidateList:
@@ -29,46 +30,53 @@ def thread_context(reader: Reader) -> CandidateList:
             FetchedList([]),
             ListPlan("empty", f"no term of the question is on at most {tuning.anchor_frequency} records"),
         )
-    lanes = reader.lanes_sql
-    sql = f"""
-        with term (q, idf) as (
-            select * from rows from (pg_catalog.unnest($1::tsquery[]), pg_catalog.unnest($2::float8[]))
-        ), anchor as (
-            select r.lane_name, r.kind, r.thread_id, r.thread_position,
-                   (select pg_catalog.sum(t.idf) from term as t
+    anchors = reader.execute(
+        "threads.anchors",
+        f"""select r.lane_name, r.kind::text as kind, r.thread_id, r.thread_position,
+                   (select pg_catalog.sum(t.idf)
+                    from rows from (pg_catalog.unnest($1::tsquery[]), pg_catalog.unnest($2::float8[])) as t (q, idf)
                     where r.content_search operator(pg_catalog.@@) t.q) as score
             from emem.records as r
-            where r.content_search operator(pg_catalog.@@) (select emem._tsquery_any(t.q) from term as t)
-              and r.thread_id is not null{fragments.in_lanes("r.lane_name", lanes)}
+            where r.content_search operator(pg_catalog.@@) (select emem._tsquery_any(q) from pg_catalog.unnest($1) as q)
+              and r.thread_id is not null{fragments.in_lanes("r.lane_name", reader.lanes_sql)}
             order by score desc, r.record_id
-            limit {tuning.max_anchors:d}
-        ), around as (
-            select n.record_id, n.thread_position, a.score,
-                   pg_catalog.abs(n.thread_position - a.thread_position) as steps
-            from anchor as a
-            join emem.records as n
-              on n.lane_name = a.lane_name and n.kind = a.kind and n.thread_id = a.thread_id
-             and n.thread_position between a.thread_position - {tuning.thread_radius:d}
-                                       and a.thread_position + {tuning.thread_radius:d}
-        ), found as (
-            select distinct on (record_id) record_id, thread_position, score, steps from around
-            order by record_id, score desc, steps
-        )
-        select found.record_id, {reader.distance_sql("$3")} as distance from found
-        order by found.score desc, found.steps, distance nulls last, found.thread_position, found.record_id"""
-    plan = ListPlan("whole", f"the threads around the records of {len(rare)} rare terms")
-    return planned(
-        FetchedList(
-            reader.candidates(
-                "threads.thread_context",
-                sql,
-                ["tsquery[]", "float8[]", "public.vector"],
-                [
-                    [terms.queries[n] for n in rare],
-                    [inverse_document_frequency(records, frequencies[n]) for n in rare],
-                    reader.request.vector,
-                ],
-            )
-        ),
-        plan,
+            limit {tuning.max_anchors:d}""",
+        ["tsquery[]", "float8[]"],
+        [[terms.queries[n] for n in rare], [inverse_document_frequency(records, frequencies[n]) for n in rare]],
     )
+    plan = ListPlan("whole", f"the threads around the records of {len(rare)} rare terms")
+    return planned(FetchedList(around_anchors(reader, anchors)), plan)
+
+
+def around_anchors(reader: Reader, anchors: list[dict]) -> list[Candidate]:
+    """The records of each anchor's thread within Tuning.thread_radius positions of it: by the
+    anchor's score, then steps from it (a record near several: its best), then distance (degraded:
+    none), then position, then record id."""
+    if not anchors:
+        return []
+    radius, plpy = reader.tuning.thread_radius, reader.plpy
+    near = " or ".join(
+        f"""(n.lane_name = {plpy.quote_literal(a["lane_name"])} and n.kind = {plpy.quote_literal(a["kind"])}
+             and n.thread_id = {plpy.quote_literal(a["thread_id"])}
+             and n.thread_position between {a["thread_position"] - radius:d} and {a["thread_position"] + radius:d})"""
+        for a in anchors
+    )
+    rows = reader.execute(
+        "threads.around",
+        f"""select n.record_id, n.lane_name, n.kind::text as kind, n.thread_id, n.thread_position
+            from emem.records as n where {near}""",
+        [],
+        [],
+        cache=False,
+    )
+    best: dict[int, tuple[float, int, int]] = {}  # record -> (-score, steps, position)
+    for row in rows:
+        for a in anchors:
+            if (row["lane_name"], row["kind"], row["thread_id"]) == (a["lane_name"], a["kind"], a["thread_id"]):
+                steps = abs(row["thread_position"] - a["thread_position"])
+                if steps <= radius:
+                    key = (-float(a["score"]), steps, row["thread_position"])
+                    best[row["record_id"]] = min(best.get(row["record_id"], key), key)
+    distances = reader.distances(best)
+    ordered = sorted(best, key=lambda r: (best[r][0], best[r][1], *distance_key(distances[r]), best[r][2], r))
+    return [Candidate(record_id, distances[record_id]) for record_id in ordered]

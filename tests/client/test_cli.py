@@ -19,15 +19,14 @@ from typing import Any
 
 import psycopg
 import pytest
-from test_client import missing_extension_message
+from doubles import CONVERSATIONS, HashGateway, missing_extension_message
 from test_embedded_model import MODEL as EMBEDDED_MODEL
 from test_embedded_model import MODEL_FINGERPRINT as EMBEDDED_FINGERPRINT
-from test_ingest import CONVERSATIONS, HashGateway
 
 from emem_client import cli
 
 DOWN_GATEWAY = ["--gateway", "openai", "--openai-base-url", "http://127.0.0.1:9"]  # nothing listens on port 9
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "conversations.json"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "conversations.json"
 
 
 @pytest.fixture
@@ -225,18 +224,18 @@ def test_ingest_options_that_do_not_go_together_exit_2(emem: Callable[..., tuple
     assert (code, err) == (2, "emem: error: the window stride must be from 1 to the size (2), got 3\n")
 
 
-def test_errors_exit_1_with_a_message_that_says_what_to_do(
+def test_errors_exit_with_their_situations_code_and_a_message_that_says_what_to_do(
     emem: Callable[..., tuple[int, str, str]], conversations: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = emem("ingest", "conversations", "--no-progress", str(conversations))
     assert code == 1 and "run `emem init`" in err
     emem("init", "--lane", "main")
     code, _, err = emem("find", "anything", "--page-size", "5000")
-    assert code == 1
+    assert code == 2  # bad input, as the database says: the service layer's bad_input
     assert err.startswith("emem: error: ") and "page_size 5000 is out of range (SQLSTATE 22023)" in err
     assert err.splitlines()[1:] == ["hint: Accepted: 1 to 1000."]
     code, _, err = emem("init", "--profile", "reader=nowhere")
-    assert code == 1 and "unknown lane(s) {nowhere} for agent profile reader" in err
+    assert code == 2 and "unknown lane(s) {nowhere} for agent profile reader" in err
     code = cli.main(["--dsn", "host=127.0.0.1 port=9 user=nobody dbname=nothing connect_timeout=3", "health"])
     assert code == 1 and capsys.readouterr().err.startswith("emem: error: cannot connect to PostgreSQL")
 
@@ -271,7 +270,7 @@ from emem_client import cli, gateways
 
 loads = []
 real_load = gateways.load_embedded_model
-gateways.load_embedded_model = lambda device: loads.append(device) or real_load(device)
+gateways.load_embedded_model = lambda *args: loads.append(args) or real_load(*args)
 try:
     code = cli.main(sys.argv[1:])
 finally:
@@ -397,7 +396,7 @@ def test_a_database_without_the_extension_gets_one_clear_message(
 def use_the_recommended_profile(db: psycopg.Connection) -> list[tuple[str, str, bool]]:
     """Sets control/exact_first.conf's profile for the test database; (name, label, needs_vector) of its
     lookups as the database's registry lists them, in tie order."""
-    recommended = (Path(__file__).resolve().parent.parent / "control" / "exact_first.conf").read_text()
+    recommended = (Path(__file__).resolve().parents[2] / "control" / "exact_first.conf").read_text()
     profile = re.search(r"^emem\.pipeline_profile\s*=\s*'([^']+)'", recommended, re.MULTILINE)[1]
     db.execute(f"alter database {db.info.dbname} set emem.pipeline_profile = '{profile}'")
     names = [entry.split(":")[0].strip() for entry in profile.split(",")]
@@ -515,3 +514,25 @@ def test_explain_shows_an_agent_its_rows_provenance_only(
     assert "each lookup's counts and ranks are shown to the extension's owner, or under strict isolation" in out
     assert re.search(r"^rank\s+id\s+placed by\s+found by$", out, re.MULTILINE)
     assert "merged in" not in out
+
+
+def test_explain_shows_an_agent_under_strict_isolation_its_counts_and_ranks_without_times(
+    db: psycopg.Connection,
+    emem: Callable[..., tuple[int, str, str]],
+    ingested: None,
+    make_role: Callable[..., str],
+    dsn: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Under strict isolation an agent gets each lookup's counts and each row's ranks (its lanes alone), but
+    no times, plans or statements (those are the owner's): explain shows what it is given."""
+    db.execute("select emem.create_agent_profile('clerk', array['team'])")
+    db.execute("select emem.set_agent_setting('clerk', 'emem.lane_isolation', 'strict')")
+    code = cli.main(["--dsn", dsn(make_role("clerk", "clerk")), "explain", "Why does the finance export keep failing?"])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0
+    note = lines.index("times, plans and statements are shown to the extension's owner only")
+    assert re.split(r"\s{2,}", lines[note + 1]) == ["lookup", "label", "weight", "candidates"]
+    assert all(re.fullmatch(r"\S+\s+\S.*\s+\d+\s+(\d+|skipped)", line) for line in lines[note + 2 : note + 4])
+    assert any(line.startswith("rank of each row") for line in lines)
+    assert not any("merged in" in line for line in lines)

@@ -4,7 +4,6 @@ The embedding gateway is HashGateway: 8-dimension vectors made from a hash of th
 double of the gateway, not of PostgreSQL), so a vector tells which text was embedded.
 """
 
-import hashlib
 import json
 import os
 import random
@@ -17,43 +16,17 @@ from typing import Any
 
 import psycopg
 import pytest
+from doubles import CONVERSATIONS, HashGateway, hash_vector
 from vectors import unit
 
-from emem_client import Client, ModelDeclaration
+from emem_client import Client
+from emem_client.documents import Block, BlockKind, chunk_text, chunks_of, read_document
 from emem_client.gateways import GATEWAY_DOWN, GatewayError
-from emem_client.ingest import (
-    IngestError,
-    IngestOptions,
-    IngestReport,
-    WindowShape,
-    chunk_text,
-    html_text,
-    ingest_conversations,
-    ingest_files,
-    ingest_notes,
-    read_notes,
-)
+from emem_client.ingest import ingest_conversations, ingest_files, ingest_notes
+from emem_client.sources import read_notes
+from emem_client.units import IngestError, IngestOptions, IngestReport, WindowShape
 
 QUIET = IngestOptions(lane="team", progress=False)
-
-
-class HashGateway:
-    """Deterministic vectors: 8 coordinates from the SHA-256 of the text; records what it embedded."""
-
-    def __init__(self, model_name: str = "test-hash-8") -> None:
-        self.model_name = model_name
-        self.embedded: list[str] = []
-
-    def declaration(self) -> ModelDeclaration:
-        return ModelDeclaration(self.model_name, 8, "hash-8")
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        self.embedded.extend(texts)
-        return [hash_vector(text) for text in texts]
-
-
-def hash_vector(text: str) -> list[float]:
-    return [(byte + 1) / 256 for byte in hashlib.sha256(text.encode()).digest()[:8]]
 
 
 @pytest.fixture
@@ -72,29 +45,6 @@ def client(db: psycopg.Connection, gateway: HashGateway) -> Client:
 def write_json(path: Path, value: Any) -> Path:
     path.write_text(json.dumps(value), encoding="utf-8")
     return path
-
-
-CONVERSATIONS = [
-    {
-        "id": "standup-1",
-        "tags": ["ops"],
-        "occurred_at": "2024-03-04T09:00:00Z",
-        "turns": [
-            {"speaker": "Maya", "content": "The finance export failed again, ticket OPS-1432."},
-            {"speaker": "Tomás", "content": "It runs on the replica now."},
-            {"speaker": "Maya", "content": "Yes, since two weeks.", "occurred_at": "2024-03-04T09:02:00Z"},
-            "Then let us turn on hot_standby_feedback.",
-        ],
-    },
-    {
-        "id": "review-2",
-        "lane": "docs",
-        "turns": [
-            {"speaker": "Priya", "content": "Disk grew 40 GB."},
-            {"speaker": "Jonas", "content": "Dead tuples pile up."},
-        ],
-    },
-]
 
 
 def thread_rows(db: psycopg.Connection, thread_id: str) -> list[tuple]:
@@ -191,15 +141,16 @@ def test_window_runs_stop_at_gaps_and_end_at_the_last_record() -> None:
 
 
 def test_html_text_drops_tags_scripts_and_navigation() -> None:
-    title, text = html_text(
+    document = read_document(
         "<html><head><title>20.6. Replication</title><style>p {color: red}</style></head><body>"
         '<div class="navheader"><a href="x">Prev</a> Up</div>'
         "<h2>Sending Servers</h2><p>Set <code>max_wal_senders</code> &amp; restart.<br/>Then check.</p>"
         "<script>alert('no')</script><ul><li>one</li><li>two</li></ul><footer>Submit correction</footer>"
-        "</body></html>"
+        "</body></html>",
+        ".html",
     )
-    assert title == "20.6. Replication"
-    assert [" ".join(p.split()) for p in text.split("\n\n") if p.strip()] == [
+    assert document.title == "20.6. Replication"
+    assert [block.text for block in document.blocks] == [
         "Sending Servers",
         "Set max_wal_senders & restart. Then check.",
         "one",
@@ -627,6 +578,9 @@ MALFORMED_NOTES = [
         "a link's property value is longer than 1000 characters or 2000 bytes",
     ),
     ('{"id": "far", "content": "x", "links": [{"to": {"id": 1}, "relation": "r"}]}', "a link's to must be"),
+    ('{"id": "bad\\u0000id", "content": "x"}', "the note holds a NUL character"),
+    ('{"content": "x", "tags": ["a\\u0000b"]}', "the note holds a NUL character"),
+    ('{"content": "x", "metadata": {"k\\u0000": 1}}', "the note holds a NUL character"),
     ("[1, 2]", "a note must be a JSON object"),
     ("{not json", "invalid JSON"),
 ]
@@ -782,3 +736,63 @@ def test_a_gateway_failing_midway_leaves_no_records_without_their_windows(
     without_vector = db.execute("select count(*) from emem.windows where embedding is null").fetchone()[0]
     queued = db.execute("select count(*) from emem.embedding_queue where record_id is null").fetchone()[0]
     assert without_vector == queued == windows
+
+
+# ---- documents read by real parsers -------------------------------------------------------------------
+
+GUIDE_MDX = """import { Tabs } from '@site/components'
+export const meta = { title: 'Replication' }
+
+# Replication
+
+Set `max_wal_senders` on the primary.
+
+<Tabs defaultValue="conf">
+
+```ini
+# postgresql.conf
+max_wal_senders = 10
+wal_level = replica
+```
+
+</Tabs>
+
+Then restart the server.
+"""
+
+
+def test_mdx_is_read_without_its_module_lines_and_jsx_and_code_blocks_stay_whole(
+    db: psycopg.Connection, client: Client, tmp_path: Path
+) -> None:
+    (tmp_path / "guide.mdx").write_text(GUIDE_MDX)
+    report = ingest_files(client, [tmp_path], IngestOptions(lane="docs", chunk_chars=80, progress=False))
+    assert report.problems == [] and report.skipped_files == []
+    chunks = [row[2] for row in thread_rows(db, str((tmp_path / "guide.mdx").resolve()))]
+    assert chunks == [
+        "Replication\n\nSet max_wal_senders on the primary.",
+        "# postgresql.conf\nmax_wal_senders = 10\nwal_level = replica",
+        "Then restart the server.",
+    ]
+
+
+def test_html_pre_and_markdown_fences_keep_their_line_breaks_even_past_the_chunk_size() -> None:
+    code = "\n".join(f"SELECT {n} AS column_{n};" for n in range(8))
+    markdown = read_document(f"## Queries\n\n~~~sql\n{code}\n~~~\n\nDone.", ".md")
+    html = read_document(f"<h2>Queries</h2><pre>{code}</pre><p>Done.</p>", ".html")
+    for document in (markdown, html):
+        assert document.blocks == [
+            Block("Queries", BlockKind.HEADING),
+            Block(code, BlockKind.CODE),
+            Block("Done.", BlockKind.TEXT),
+        ]
+        assert chunks_of(document.blocks, 60) == [f"Queries\n\n{code}", "Done."]  # whole, though over 60
+
+
+def test_every_file_of_a_folder_that_is_not_read_is_in_the_report(client: Client, tmp_path: Path) -> None:
+    (tmp_path / "guide.md").write_text("# Guide\n\nRead me.")
+    (tmp_path / "logo.png").write_bytes(b"\x89PNG")
+    (tmp_path / "sidebar.json").write_text("{}")
+    (tmp_path / ".hidden.md").write_text("left out on purpose")
+    report = ingest_files(client, [tmp_path], QUIET)
+    assert sorted(Path(skipped.source).name for skipped in report.skipped_files) == ["logo.png", "sidebar.json"]
+    assert report.problems == [] and report.records_created == 1

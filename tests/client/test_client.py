@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
+from doubles import DAY, INVOICE_AXIS, MEETING_AXIS, WEATHER_AXIS, StubGateway, missing_extension_message
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from emem_client import (
@@ -25,35 +26,6 @@ from emem_client import (
     RecordSummary,
     calls,
 )
-
-INVOICE_AXIS = [1.0, 0.0, 0.0]
-WEATHER_AXIS = [0.0, 1.0, 0.0]
-MEETING_AXIS = [0.0, 0.0, 1.0]
-DAY = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
-
-
-class StubGateway:
-    """Answers each known text with its vector; `failure` makes every call raise it instead."""
-
-    def __init__(self, vectors: dict[str, list[float]], model_name: str = "stub-3d", dimension: int = 3) -> None:
-        self.vectors = vectors
-        self.model_name = model_name
-        self.dimension = dimension
-        self.failure: GatewayError | None = None
-        self.embedded: list[str] = []
-
-    def declaration(self) -> ModelDeclaration:
-        self._fail_if_asked()
-        return ModelDeclaration(self.model_name, self.dimension, "stub-fingerprint")
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        self._fail_if_asked()
-        self.embedded.extend(texts)
-        return [self.vectors.get(text, MEETING_AXIS) for text in texts]
-
-    def _fail_if_asked(self) -> None:
-        if self.failure is not None:
-            raise self.failure
 
 
 @pytest.fixture
@@ -439,13 +411,6 @@ def test_importing_the_client_loads_no_model_and_no_server_stack() -> None:
         check=True,
     ).stdout
     assert loaded == "[]\n"
-
-
-def missing_extension_message(name: str, db: psycopg.Connection) -> str:
-    return (
-        f'the emem extension is not installed in database "{name}" on {db.info.host}:{db.info.port}: connect to it as '
-        "its owner or a superuser and run CREATE EXTENSION emem CASCADE;"
-    )
 
 
 def test_a_database_without_the_extension_gets_one_clear_error(

@@ -16,34 +16,15 @@ from pathlib import Path
 
 import httpx
 from clusters import free_port
+from doubles import FileSwitchedGateway
 from fastapi import FastAPI
-from test_ingest import HashGateway
 
-from emem_client import GATEWAY_DOWN, GatewayError, ModelDeclaration
 from emem_client.http import ServiceSettings, create_app
 
-TESTS = Path(__file__).resolve().parent
+CLIENT_TESTS = Path(__file__).resolve().parent
+# The factory imports this folder's helpers and those of tests/ (clusters).
+TEST_PATH = os.pathsep.join([str(CLIENT_TESTS), str(CLIENT_TESTS.parent)])
 START_SECONDS = 30
-
-
-class FileSwitchedGateway(HashGateway):
-    """HashGateway that fails (gateway_down) while the file `switch` exists."""
-
-    def __init__(self, switch: Path) -> None:
-        super().__init__()
-        self.switch = switch
-
-    def declaration(self) -> ModelDeclaration:
-        self._fail_when_down()
-        return super().declaration()
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        self._fail_when_down()
-        return super().embed(texts)
-
-    def _fail_when_down(self) -> None:
-        if self.switch.exists():
-            raise GatewayError(GATEWAY_DOWN, "switched off by the test")
 
 
 def app_for_tests() -> FastAPI:
@@ -61,7 +42,7 @@ class ServiceProcess:
         self._log = tempfile.TemporaryFile()  # noqa: SIM115  (lives as long as the process; closed in stop)
         self.process = subprocess.Popen(
             command,
-            env={**os.environ, "PYTHONPATH": str(TESTS), **env},
+            env={**os.environ, "PYTHONPATH": TEST_PATH, **env},
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )

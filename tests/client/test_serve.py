@@ -22,6 +22,7 @@ from clusters import Cluster, throwaway_cluster
 from http_service import ServiceProcess, free_port
 
 from emem_client.access import new_token, token_hash
+from emem_client.gateways import extra_install_command
 
 DOWN_GATEWAY = ["--gateway", "openai", "--openai-base-url", "http://127.0.0.1:9"]  # nothing listens on port 9
 
@@ -84,10 +85,7 @@ def bare_database(db: psycopg.Connection, dsn: Callable[..., str]) -> Iterator[t
 
 def test_a_database_without_emem_gets_one_clear_message_and_no_service(bare_database: tuple[str, str]) -> None:
     name, bare_dsn = bare_database
-    message = (
-        f'database "{name}" does not have the emem extension: connect to it as its owner and run '
-        "CREATE EXTENSION emem CASCADE"
-    )
+    message = f'the emem extension is not installed in database "{name}" on 127.0.0.1:'  # then the port
     code, output = run_until_exit(emem_serve("--dsn", bare_dsn, "--no-auth", "--port", str(free_port())))
     assert code == 1
     assert f"emem: error: {message}" in output
@@ -140,7 +138,7 @@ def test_serve_without_the_server_extra_says_how_to_install_it() -> None:
     code, output = run_until_exit([sys.executable, "-c", without_fastapi, "serve", "--no-auth"])
     assert code == 1
     assert (
-        "the HTTP service needs the server extra (fastapi is not installed): pip install 'emem-client[server]'"
+        f"the HTTP service needs the server extra (fastapi is not installed): {extra_install_command('server')}"
         in output
     )
 

@@ -2,7 +2,7 @@
 and in find, stale vectors on edits, `emem embed` (several workers at once, killed and started
 again), and a model switch without a blind spot.
 
-The workers embed through a real OpenAI-compatible service on 127.0.0.1 (tests/embeddings_service.py),
+The workers embed through a real OpenAI-compatible service on 127.0.0.1 (tests/client/embeddings_service.py),
 in `emem embed` processes where a process is the point; the switch runs end to end with the
 embedded model (all-MiniLM-L6-v2) and that service serving another model: MiniLM's vectors
 projected to 256 dimensions by a fixed random matrix, so that finds by meaning work after the
@@ -34,7 +34,8 @@ from emem_client import Client, EmbeddedGateway, OpenAIGateway, cli
 from emem_client.calls import window_text
 from emem_client.embed import EmbedError, EmbedOptions, embed_queue
 from emem_client.gateways import FINGERPRINT_PROBE
-from emem_client.ingest import IngestOptions, ingest_conversations, ingest_notes
+from emem_client.ingest import ingest_conversations, ingest_notes
+from emem_client.units import IngestOptions
 
 MODEL = "fake-embed-8"
 PROJECTED_MODEL = "minilm-projected-256"
@@ -984,3 +985,64 @@ def test_an_edited_record_is_stale_until_embedded_again_then_found_by_its_new_me
     assert json.loads(window) == pytest.approx(expected, abs=1e-5)
     page = client.find("Who should descale the coffee maker?")
     assert turns[1] in {row.record_id for row in page.rows[:5] if "window_vectors" in row.found_by}
+
+
+# ---- a gateway that fails midway, or is slow ----------------------------------------------------------
+
+
+def test_what_the_gateway_embedded_before_it_failed_is_kept(
+    db: psycopg.Connection, service: FakeService, make_gateway: Callable[..., OpenAIGateway]
+) -> None:
+    """A batch of 300 goes to the gateway in several requests; the third fails and the run gives up: what
+    the second brought back is stored, not thrown away with the batch."""
+    db.execute("select emem.create_lane('team')")
+    space = Client(db, make_gateway(service.base_url)).ensure_space()
+    put(db, [{"kind": "note", "content": f"note number {n}", "lane": "team"} for n in range(300)])
+    requests: list[int] = []
+
+    def first_request_only(texts: list[str]) -> list[list[float]]:
+        requests.append(len(texts))
+        if len(requests) > 2:  # the first is the fingerprint probe's
+            raise ConnectionAbortedError("the service fell over")  # the handler drops the connection
+        return [vector_for(text, 8, "model-a") for text in texts]
+
+    service.behaviour.embedder = first_request_only
+    with pytest.raises(EmbedError) as gave_up:
+        embed_queue(Client(db, make_gateway(service.base_url)), EmbedOptions(batch_size=300, retries=0, progress=False))
+    embedded = sum(requests[1:-1])
+    stored = db.execute("select count(*) from emem.record_vectors where space_id = %s", (space,)).fetchone()[0]
+    assert (stored, len(queued(db))) == (embedded, 300 - embedded) and embedded > 0
+    assert "what was embedded is stored, the rest stays queued" in str(gave_up.value)
+
+
+def test_a_slow_gateway_is_said_to_be_slow_with_what_to_change(
+    db: psycopg.Connection, service: FakeService, make_gateway: Callable[..., OpenAIGateway], seeded: dict
+) -> None:
+    service.behaviour.delay = 0.5
+    with pytest.raises(EmbedError) as gave_up:
+        embed_queue(
+            Client(db, make_gateway(service.base_url, timeout=0.1)),
+            EmbedOptions(retries=1, backoff=0.01, progress=False),
+        )
+    message = str(gave_up.value)
+    assert message.startswith("the embedding gateway did not answer in time 2 times in a row")
+    assert "--openai-timeout" in message and "when the gateway is back" not in message
+
+
+def test_the_gateways_timeout_is_an_option_and_a_setting(
+    dsn: Callable[..., str], service: FakeService, seeded: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    service.behaviour.delay = 0.5
+    options = ["--gateway", "openai", "--openai-base-url", service.base_url, "--openai-model", MODEL, "--json"]
+    assert cli.main(["--dsn", dsn(), *options, "--openai-timeout", "0.1", "health"]) == 3
+    assert json.loads(capsys.readouterr().out)["gateway_reason"] == "gateway_timeout"
+    os.environ["EMEM_OPENAI_TIMEOUT"] = "5"
+    try:
+        cli.main(["--dsn", dsn(), *options, "health"])  # degraded all the same: no record has a vector yet
+    finally:
+        del os.environ["EMEM_OPENAI_TIMEOUT"]
+    assert json.loads(capsys.readouterr().out)["gateway_reason"] is None
+    with pytest.raises(SystemExit) as usage:
+        cli.main(["--dsn", dsn(), *options, "--openai-timeout", "0", "health"])
+    assert usage.value.code == 2
+    assert "0 is not a number of seconds from more than 0 to 86400" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""The OpenAI-compatible gateway against a real local HTTP server (tests/embeddings_service.py),
+"""The OpenAI-compatible gateway against a real local HTTP server (tests/client/embeddings_service.py),
 and what health and find make of each way it can fail.
 """
 
