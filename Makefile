@@ -85,7 +85,7 @@ install-legacy-modules: plpython/emem_db/lexicon.json
 		while read -r f; do install -D -m 644 "$$f" "$(DESTDIR)$(PLPYTHON_SITE)/$$f" || exit 1; done
 
 # When a release ships: its upgrade scripts are kept as shipped in sql/releases/ with their hashes
-# and the commit in the manifest (tests/db/test_releases.py checks both); any later change of SQL
+# and the commit in the manifest (tests/test_upgrade.py checks both); any later change of SQL
 # needs a new version.
 freeze: all
 	@! grep -q '^$(EXTVERSION) ' sql/releases/MANIFEST || { echo "$(EXTVERSION) is frozen already" >&2; exit 1; }

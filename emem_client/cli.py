@@ -42,7 +42,7 @@ from emem_client.gateway_options import (
 from emem_client.gateway_options import make_gateway as gateway_named
 from emem_client.gateways import Gateway, GatewayError, extra_install_command
 from emem_client.ingest import ingest_conversations, ingest_files, ingest_notes
-from emem_client.service import Limits, ServiceError, StartupError, classify
+from emem_client.service import ISOLATION_MEANS, Limits, ServiceError, StartupError, classify, profile_isolations
 from emem_client.service_settings import LIMITS, ServiceSettings, default_setting, flag
 from emem_client.setup_defaults import default_conninfo
 from emem_client.types import FindPage, FindRow, Health, RecordSummary, RegisteredLookup
@@ -240,7 +240,23 @@ def add_init(commands: Commands, common: argparse.ArgumentParser) -> None:
         metavar="ROLE=PROFILE",
         help="bind a database role to an agent profile (repeatable)",
     )
+    init.add_argument(
+        "--isolation",
+        action="append",
+        default=[],
+        type=isolation_assignment,
+        metavar="PROFILE=MODE",
+        help="the lane isolation of an agent profile's finds: page_filter (the default: other lanes' totals, "
+        "ranks and edge words show through) or strict (lanes that keep secrets from each other) (repeatable)",
+    )
     init.set_defaults(run=run_init)
+
+
+def isolation_assignment(text: str) -> tuple[str, str]:
+    profile, mode = assignment(text)
+    if mode not in ISOLATION_MEANS:
+        raise argparse.ArgumentTypeError(f"{text!r}: the lane isolation is one of {', '.join(ISOLATION_MEANS)}")
+    return profile, mode
 
 
 def add_ingest(commands: Commands, common: argparse.ArgumentParser) -> None:
@@ -506,6 +522,7 @@ class InitAnswer:
     profiles: dict[str, list[str]]
     bindings: dict[str, str]
     active_space_id: int | None  # the space that answers finds now
+    isolation: dict[str, str]  # the lane isolation of each profile named (--profile, --isolation)
 
 
 def run_init(args: argparse.Namespace) -> int:
@@ -523,6 +540,8 @@ def run_init(args: argparse.Namespace) -> int:
                 connection.execute("select emem.create_agent_profile(%s::text, %s::text[])", (name, profile_lanes))
             for role, profile in bindings.items():
                 connection.execute("select emem.bind_role(%s::name, %s::text)", (role, profile))
+            for profile, mode in args.isolation:
+                connection.execute("select emem.set_agent_setting(%s, 'emem.lane_isolation', %s)", (profile, mode))
             space_id = client.ensure_space(activate=False)
         declaration = client.gateway.declaration()
         active = client.run(calls.active_space())
@@ -532,6 +551,8 @@ def run_init(args: argparse.Namespace) -> int:
         if active is None or (args.activate and active.space_id != space_id):
             client.run(calls.activate_space(space_id, args.force))
             active = client.run(calls.active_space())
+        named = set(profiles) | {profile for profile, _ in args.isolation}
+        isolation = {name: mode for name, mode in client.run(profile_isolations()).items() if name in named}
     answer = InitAnswer(
         space_id,
         declaration.model_name,
@@ -541,6 +562,7 @@ def run_init(args: argparse.Namespace) -> int:
         profiles,
         bindings,
         active.space_id if active else None,
+        isolation,
     )
     if option(args, "json"):
         print_json(answer)
@@ -552,11 +574,18 @@ def run_init(args: argparse.Namespace) -> int:
         out(f"{space}, inactive: space {answer.active_space_id} keeps answering finds")
         out("  fill it: emem embed (with this gateway); then switch: emem init --activate (with this gateway)")
     out(f"lanes: {', '.join(lanes)}")
-    for name, profile_lanes in profiles.items():
-        out(f"agent profile {name}: reads {', '.join(profile_lanes)}")
+    for name, mode in isolation.items():
+        reads = f"reads {', '.join(profiles[name])}; " if name in profiles else ""
+        out(f"agent profile {name}: {reads}{isolation_line(name, mode)}")
     for role, profile in bindings.items():
         out(f"role {role}: agent profile {profile}")
     return ExitCode.OK
+
+
+def isolation_line(profile: str, mode: str) -> str:
+    if mode == "strict":
+        return "lane isolation strict"
+    return f"lane isolation {mode} (other lanes show through; for secrets: --isolation {profile}=strict)"
 
 
 def run_ingest(args: argparse.Namespace) -> int:
@@ -873,14 +902,15 @@ def print_timeline(records: list[RecordSummary]) -> None:
 def run_health(args: argparse.Namespace) -> int:
     with client_for(args) as client:
         health = client.health()
+        isolations = client.run(profile_isolations())
     if option(args, "json"):
         print_json(health)
     else:
-        print_health(health)
+        print_health(health, isolations)
     return ExitCode.OK if health.ok else ExitCode.DEGRADED
 
 
-def print_health(health: Health) -> None:
+def print_health(health: Health, isolations: Mapping[str, str]) -> None:
     reasons = health.reasons + ([health.gateway_reason] if health.gateway_reason else [])
     out(f"status: {health.status}" + (f" ({', '.join(reasons)})" if reasons else ""))
     declared = health.declared or {}
@@ -889,6 +919,8 @@ def print_health(health: Health) -> None:
     else:
         out("gateway model: unreadable" + (f": {health.gateway_message}" if health.gateway_message else ""))
     out(space_line(health.active_space))
+    for name, mode in isolations.items():
+        out(f"agent profile {name}: {isolation_line(name, mode)}")
     if health.coverage is not None:
         coverage = health.coverage
         out(
@@ -946,7 +978,8 @@ def add_mcp_command(commands: Commands, common: argparse.ArgumentParser) -> None
     mcp = commands.add_parser(
         "mcp",
         parents=[common],
-        help="the MCP server for agents, on stdio or streamable HTTP: find, timeline, remember, link, explain, health",
+        help="the MCP server for agents, on stdio or streamable HTTP: "
+        "find, timeline, remember, link, explain, health, lanes",
     )
     mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="default stdio")
     mcp.add_argument(

@@ -368,6 +368,19 @@ def isolation_mode(value: str | None) -> str:
     return mode if mode in ISOLATION_MEANS else DEFAULT_ISOLATION
 
 
+def profile_isolations() -> calls.Call[dict[str, str]]:
+    """Each agent profile the caller sees (the owner: every one; an agent: its own) and the lane
+    isolation its finds run under: its own setting, else the database's, else the default."""
+    return calls.Call(
+        "select coalesce(pg_catalog.jsonb_object_agg(ap.profile_name, coalesce("
+        " nullif(ap.settings->>'emem.lane_isolation', ''),"
+        " nullif(pg_catalog.current_setting('emem.lane_isolation', true), ''), '')), '{}') as isolations"
+        " from emem.agent_profiles as ap",
+        (),
+        lambda rows: {name: isolation_mode(value) for name, value in sorted(rows[0]["isolations"].items())},
+    )
+
+
 def describe_lanes(row: Mapping[str, Any]) -> CallerLanes:
     reads, writes = list(row["reads"]), list(row["writes"])
     if row["every"]:

@@ -6,7 +6,8 @@
 -- statement that writes what they derive from. So the schema is the same on one node and on a
 -- Citus cluster (which refuses triggers on distributed tables), and pg_restore -j loads every
 -- table in parallel, in any order. Every table is dumped (pg_extension_config_dump, end of file),
--- derived ones too: a restore is whole without a rebuild step.
+-- derived ones too; each space's HNSW indexes are not (made outside the extension's script), and
+-- emem.rebuild_derived() makes them after a restore.
 --
 -- Everything that belongs to a record carries its lane (`lane_name`): on a cluster it is the
 -- distribution column (emem.distribute()), and every unique key holds it. A lane's rows are

@@ -92,6 +92,7 @@ def test_init_creates_the_space_lanes_profiles_and_bindings(
         "profiles": {"reader": ["team", "docs"]},
         "bindings": {role: "reader"},
         "active_space_id": 1,
+        "isolation": {"reader": "page_filter"},
     }
     assert db.execute("select model_name, dimension, is_active from emem.embedding_spaces").fetchall() == [
         ("test-hash-8", 8, True)
@@ -101,6 +102,27 @@ def test_init_creates_the_space_lanes_profiles_and_bindings(
     ).fetchone() == ("reader",)
     code, out, _ = emem("init", "--lane", "team")  # again: nothing new, still fine
     assert (code, out.splitlines()[0]) == (0, "embedding space 1: test-hash-8 (8 dimensions), active")
+
+
+def test_init_sets_a_profiles_lane_isolation_and_health_shows_it(
+    db: psycopg.Connection, emem: Callable[..., tuple[int, str, str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    emem("init", "--lane", "hr", "--lane", "team", "--profile", "hr=hr", "--profile", "team=team")
+    code, out, _ = emem("init", "--lane", "hr", "--isolation", "hr=strict")
+    assert code == 0 and "agent profile hr: lane isolation strict\n" in out
+    assert db.execute(
+        "select settings->>'emem.lane_isolation' from emem.agent_profiles where profile_name = 'hr'"
+    ).fetchone() == ("strict",)
+    code, out, _ = emem("health")
+    assert "agent profile hr: lane isolation strict\n" in out
+    assert "agent profile team: lane isolation page_filter (other lanes show through; for secrets: " in out
+    with pytest.raises(SystemExit) as exit_info:
+        emem("init", "--isolation", "hr=private")
+    assert exit_info.value.code == 2
+    assert "the lane isolation is one of page_filter, strict" in capsys.readouterr().err
+    assert db.execute(
+        "select settings->>'emem.lane_isolation' from emem.agent_profiles where profile_name = 'hr'"
+    ).fetchone() == ("strict",)
 
 
 def test_ingest_find_timeline_and_health(

@@ -6,6 +6,7 @@ record whose content is the question sits at cosine distance 0; the down gateway
 where nothing listens.
 """
 
+import argparse
 import asyncio
 import hashlib
 import os
@@ -35,6 +36,7 @@ from test_gateways import MODEL
 
 from emem_client import Client as EmemClient
 from emem_client import OpenAIGateway
+from emem_client.cli import build_parser
 from emem_client.gateways import extra_install_command
 from emem_client.service import classify
 
@@ -118,6 +120,13 @@ def error_text(result: CallToolResult) -> str:
     return " ".join(block.text for block in result.content if block.type == "text")
 
 
+def mcp_help_tools() -> set[str]:
+    """The tools `emem --help` says the MCP server offers: the words after the colon of mcp's help."""
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    (mcp_help,) = [action.help for action in commands._choices_actions if action.dest == "mcp"]
+    return {name.strip() for name in str(mcp_help).split(":", 1)[1].split(",")}
+
+
 @pytest.fixture
 def sales_server(dsn: Callable[..., str], memory: Memory) -> StdioServerParameters:
     """`emem mcp` logged in as the role that reads lane sales."""
@@ -135,6 +144,7 @@ def test_the_server_lists_its_tools_with_descriptions_and_bounded_strict_input_s
         assert all(spec.get("description") for spec in tool.input_schema["properties"].values()), tool.name
         assert tool.output_schema is not None, tool.name
         assert tool.input_schema["additionalProperties"] is False, tool.name  # unknown arguments are refused
+    assert set(tools) == mcp_help_tools()  # `emem --help` names every tool the server lists
     assert tools["find"].input_schema["required"] == ["question"]
     assert {"page", "page_size"} <= set(tools["find"].input_schema["properties"])
     assert tools["remember"].input_schema["properties"]["kind"]["enum"] == ["note", "conversation"]
