@@ -93,14 +93,13 @@ def test_a_scored_list_ranks_a_record_beyond_what_was_read() -> None:
 
 
 def test_a_scored_list_fetches_the_distances_of_one_level_at_a_time() -> None:
-    """With a vector each read asks for the distances of whole levels only, and the list takes the
-    statement's order (score, then distance)."""
+    """With a vector each read asks for the distances of whole levels only, and orders each level's
+    records by distance."""
     distances = {1: 0.9, 2: 0.4, 3: 0.1, 4: 0.2}
 
     def answer(sql: str, args: Sequence[Any]) -> Rows:
-        ids, _vector, scores = args
-        rows = [{"record_id": i, "distance": distances[i], "score": s} for i, s in zip(ids, scores, strict=True)]
-        return sorted(rows, key=lambda row: (-row["score"], row["distance"]))
+        ids, _vector = args
+        return [{"record_id": i, "distance": distances[i]} for i in reversed(ids)]  # in no particular order
 
     plpy = FakePlpy(answer)
     listed = scored([1, 2, 3, 4], [2, 1, 1, 1], reach=1, vector=VECTOR, plpy=plpy)
@@ -168,8 +167,8 @@ def test_a_tiered_list_walks_the_scores_down_merging_each_levels_records_by_dist
     tier C's; each level's records nearest first."""
 
     def answer(sql: str, args: Sequence[Any]) -> Rows:
-        ids, _vector, scores = args
-        return [{"record_id": i, "distance": {1: 0.5, 2: 0.3}[i], "score": s} for i, s in zip(ids, scores, strict=True)]
+        ids, _vector = args
+        return [{"record_id": i, "distance": {1: 0.5, 2: 0.3}[i]} for i in ids]
 
     fetched = scored([1, 2], [2, 1], reach=10, vector=VECTOR, plpy=FakePlpy(answer))
     tiers = [

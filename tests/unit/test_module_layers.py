@@ -76,7 +76,7 @@ def test_every_module_opens_with_a_comment_saying_its_job() -> None:
 
 # ---- the client --------------------------------------------------------------------------------------
 
-CLIENT = Path(__file__).resolve().parent.parent / "emem_client"
+CLIENT = ROOT / "emem_client"
 
 # From the front ends to what every module shares.
 CLIENT_LAYERS = [

@@ -120,7 +120,7 @@ def test_counts_leave_out_duplicates_only_where_a_set_has_them(records: RecordSe
 def test_a_tier_holds_every_held_set_and_no_excluded_one() -> None:
     tier = Tier((Tagged(("a",)), Tagged(("b",))), (Tagged(("c",)),), walk_from=0)
     held = sets().holds(tier, "x.id")
-    assert held.count("exists (select from emem.record_tags") == 3 and held.count("not (") == 1
+    assert held.count("exists (select 1 from emem.record_tags") == 3 and held.count("not (") == 1
     # Its ids: those of the set it walks from, probed for the rest of the tier.
     source, condition = sets().ids(tier).split(" as found (record_id) where ", 1)
     assert source == f"select found.record_id from ({sets().ids(Tagged(('a',)))})"

@@ -94,7 +94,7 @@ def test_one_match_counted_in_sql_adds_what_the_other_lists_hold_outside_it() ->
     lists = [KnownList([1, 2, 150]), broad]
     assert bounded_totals(reader(FakePlpy(answer)), lists, 0) == Totals(200 + 2, True)
     [(sql, args)] = statements
-    assert "where not (exists (select from emem.record_tags" in sql
+    assert "where not (exists (select 1 from emem.record_tags" in sql
     assert sorted(args[0]) == [1, 2, 150]
 
 
