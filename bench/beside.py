@@ -9,6 +9,8 @@ order, are compared between the releases.
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
 from measure import Cell, percentiles
 from questions import Question
@@ -30,11 +32,11 @@ FINGERPRINTS = {
 }
 
 
-def fingerprint(conn: psycopg.Connection) -> dict[str, list]:
+def fingerprint(conn: psycopg.Connection) -> dict[str, list[Any]]:
     return {name: list(conn.execute(query).fetchone() or ()) for name, query in FINGERPRINTS.items()}
 
 
-def same_corpus(this: psycopg.Connection, previous: psycopg.Connection) -> dict:
+def same_corpus(this: psycopg.Connection, previous: psycopg.Connection) -> dict[str, dict[str, Any]]:
     """Which tables the two databases hold alike (count and a digest of their rows)."""
     mine, theirs = fingerprint(this), fingerprint(previous)
     return {name: {"same": mine[name] == theirs[name], "rows": [mine[name][0], theirs[name][0]]} for name in mine}
@@ -72,7 +74,7 @@ def page_ids(cell: Cell) -> list[int]:
     return [int(row["record_id"]) for row in envelope.get("rows", [])]
 
 
-def difference(new: Cell, old: Cell) -> dict | None:
+def difference(new: Cell, old: Cell) -> dict[str, Any] | None:
     """Where two answers of the same page part, or None when they are the same ids in the same order."""
     ids_new, ids_old = page_ids(new), page_ids(old)
     if ids_new == ids_old:
@@ -97,7 +99,7 @@ def pairs(cells: list[Cell], this: str, previous: str) -> dict[str, tuple[Cell, 
     return {key: (by_key[f"{this}/{key}"], by_key[f"{previous}/{key}"]) for key in keys}
 
 
-def pages(differences: dict[str, dict | None]) -> dict:
+def pages(differences: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
     """How many pages are the same in both releases, which differ, and where the first parts."""
     different = [key for key, found in differences.items() if found]
     return {
@@ -108,10 +110,10 @@ def pages(differences: dict[str, dict | None]) -> dict:
     }
 
 
-def compare(cells: list[Cell], this: str, previous: str) -> dict:
+def compare(cells: list[Cell], this: str, previous: str) -> dict[str, Any]:
     """Per question, mode and page: both releases' percentiles, their p50 ratio, and where their
     pages differ; with the count of identical and different pages."""
-    rows: dict[str, dict] = {}
+    rows: dict[str, dict[str, Any]] = {}
     for key, (new, old) in pairs(cells, this, previous).items():
         timed = {release: percentiles(cell.times) for release, cell in ((this, new), (previous, old))}
         rows[key] = timed | {
@@ -125,7 +127,7 @@ def compare(cells: list[Cell], this: str, previous: str) -> dict:
     }
 
 
-def exact_vector_pages(cells: list[Cell], this: str, previous: str) -> dict:
+def exact_vector_pages(cells: list[Cell], this: str, previous: str) -> dict[str, Any]:
     """The same pages compared once more with index scans off on both connections: no HNSW graph
     serves a vector lookup (each release's database built its own, and pgvector's graphs are
     random), so what still differs comes from the releases themselves."""
@@ -148,7 +150,7 @@ LOAD_RATES = (
 )
 
 
-def load_lines(this: str, new: dict, previous: str, old: dict) -> list[str]:
+def load_lines(this: str, new: dict[str, Any], previous: str, old: dict[str, Any]) -> list[str]:
     lines = [f"{'load':<14}{this:>10}{previous:>10}{'ratio':>7}  (edges: {new['edges_by']} / {old['edges_by']})"]
     for name, field, unit in LOAD_RATES:
         lines.append(
@@ -158,7 +160,7 @@ def load_lines(this: str, new: dict, previous: str, old: dict) -> list[str]:
     return lines
 
 
-def pages_line(found: dict, this: str, previous: str) -> str:
+def pages_line(found: dict[str, Any], this: str, previous: str) -> str:
     line = f"{found['pages_identical']} identical, {found['pages_different']} different"
     first = found["first_difference"]
     if first is None:
@@ -171,7 +173,7 @@ def pages_line(found: dict, this: str, previous: str) -> str:
     )
 
 
-def beside_lines(summary: dict, this_load: dict) -> str:
+def beside_lines(summary: dict[str, Any], this_load: dict[str, Any]) -> str:
     """The tables of a run beside the previous release; `summary` holds that release's load."""
     this, previous = summary["releases"]
     same = ", ".join(

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -84,9 +85,9 @@ class Record:
     thread_id: str | None = None
     thread_position: int | None = None
 
-    def item(self, vector: np.ndarray) -> dict:
+    def item(self, vector: np.ndarray) -> dict[str, Any]:
         """The put_records item of this record with its vector."""
-        item: dict = {
+        item: dict[str, Any] = {
             "kind": self.kind,
             "content": self.content,
             "lane": self.lane,
@@ -307,12 +308,14 @@ class Corpus:
     def vectors(self, clusters: list[int]) -> np.ndarray:
         noise = self.noise_rng.standard_normal((len(clusters), DIMENSION)).astype(np.float32)
         vectors = self.centres[clusters] + noise * (NOISE / np.sqrt(DIMENSION))
-        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        normalised: np.ndarray = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        return normalised
 
     def near(self, cluster: int, rng: np.random.Generator) -> np.ndarray:
         """A question vector near a cluster's centre."""
         vector = self.centres[cluster] + rng.standard_normal(DIMENSION).astype(np.float32) * (0.5 / np.sqrt(DIMENSION))
-        return vector / np.linalg.norm(vector)
+        normalised: np.ndarray = vector / np.linalg.norm(vector)
+        return normalised
 
 
 def windows(positions: list[int]) -> list[list[int]]:

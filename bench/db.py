@@ -7,9 +7,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 import psycopg
+
+# A statement's text, and its parameters: positional (%s) or named (%(name)s).
+Query = str | psycopg.sql.SQL | psycopg.sql.Composed
+Params = tuple[Any, ...] | dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -39,12 +44,18 @@ def vector_text(vector: np.ndarray) -> str:
     return "[" + ",".join(f"{x:.6f}" for x in vector.tolist()) + "]"
 
 
-def timed(conn: psycopg.Connection, sql: str, params: tuple | dict | None = None) -> tuple[float, list[tuple]]:
+def timed(conn: psycopg.Connection, sql: Query, params: Params | None = None) -> tuple[float, list[tuple[Any, ...]]]:
     """Runs a statement and fetches every row; (milliseconds, rows), measured at the client."""
     started = time.perf_counter()
     cursor = conn.execute(sql, params)
     rows = cursor.fetchall() if cursor.description else []
     return (time.perf_counter() - started) * 1000, rows
+
+
+def one_row(cursor: psycopg.Cursor[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """The row of a statement that returns exactly one (an aggregate, `select exists`): what
+    cursor.fetchone() gives, which psycopg types as maybe None."""
+    return cast(tuple[Any, ...], cursor.fetchone())
 
 
 def install_script_md5(conn: psycopg.Connection) -> str | None:
@@ -107,6 +118,7 @@ def vacuum_analyze_emem(conn: psycopg.Connection) -> None:
         conn.execute(psycopg.sql.SQL("vacuum analyze emem.{}").format(psycopg.sql.Identifier(table)))
 
 
-def scalar(conn: psycopg.Connection, sql: str, params: tuple | dict | None = None) -> object:
+def scalar(conn: psycopg.Connection, sql: str, params: Params | None = None) -> Any:
+    """The first column of the statement's first row (None without rows), as psycopg gives it."""
     row = conn.execute(sql, params).fetchone()
     return row[0] if row else None

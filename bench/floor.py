@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
+from db import one_row
 from psycopg import sql
 from questions import Question
 
@@ -42,8 +44,8 @@ WINDOW_VECTOR_CANDIDATES = 20
 @dataclass(frozen=True)
 class Bare:
     name: str
-    query: sql.Composable
-    params: dict
+    query: sql.SQL | sql.Composed
+    params: dict[str, Any]
 
 
 MATCHES_TERMS = "{column} && %(terms)s::text[] and {column} <@ %(terms)s::text[]"
@@ -67,11 +69,13 @@ class TagSchema:
 
     @classmethod
     def detect(cls, conn: psycopg.Connection) -> TagSchema:
-        per_lane = conn.execute(
-            """select exists (select from pg_attribute where attrelid = to_regclass('emem.tag_vocabulary')
-                              and attname = 'lane_name' and not attisdropped)"""
-        ).fetchone()[0]
-        if per_lane or conn.execute("select to_regclass('emem.tag_vocabulary') is not null").fetchone()[0]:
+        per_lane = one_row(
+            conn.execute(
+                """select exists (select from pg_attribute where attrelid = to_regclass('emem.tag_vocabulary')
+                                  and attname = 'lane_name' and not attisdropped)"""
+            )
+        )[0]
+        if per_lane or one_row(conn.execute("select to_regclass('emem.tag_vocabulary') is not null"))[0]:
             same_row = " and rt.lane_name = v.lane_name" if per_lane else ""
             return cls(
                 f"""select rt.record_id, v.tag_terms from emem.tag_vocabulary as v
@@ -95,14 +99,14 @@ class TagSchema:
         return f"select record_id from ({self.tagged_rows}) as tagged union select endpoint from ({EDGE_ROWS}) as ends"
 
 
-def any_term(terms: tuple[str, ...]) -> sql.Composable:
+def any_term(terms: tuple[str, ...]) -> sql.Composed:
     """The OR of full-text terms, each a phrase of the emem.exact configuration."""
     return sql.SQL(" || ").join(
         sql.SQL("phraseto_tsquery('emem.exact', {})").format(sql.Literal(term)) for term in terms
     )
 
 
-def matched_term_count(question: Question) -> sql.Composable:
+def matched_term_count(question: Question) -> sql.Composed:
     return sql.SQL(" + ").join(
         sql.SQL("(r.content_search @@ phraseto_tsquery('emem.exact', {}))::int").format(sql.Literal(term))
         for term in question.fulltext_terms
@@ -123,24 +127,24 @@ class WeightedTerms:
 
     @classmethod
     def of(cls, conn: psycopg.Connection, terms: tuple[str, ...], leave_out_common: bool) -> WeightedTerms:
-        records = float(
-            conn.execute("select reltuples from pg_class where oid = 'emem.records'::regclass").fetchone()[0]
-        )
+        records = float(one_row(conn.execute("select reltuples from pg_class where oid = 'emem.records'::regclass"))[0])
         common = min(DOCUMENT_FREQUENCY_CAP, max(COMMON_WORD_FLOOR, COMMON_WORD_SHARE * records))
         kept = []
         for term in dict.fromkeys(terms):
-            df = conn.execute(
-                f"""select count(*) from (select from emem.records as r
-                                  where r.content_search @@ phraseto_tsquery('emem.exact', %s)
-                                  limit {DOCUMENT_FREQUENCY_CAP}) as matching""",
-                (term,),
-            ).fetchone()[0]
+            df = one_row(
+                conn.execute(
+                    f"""select count(*) from (select from emem.records as r
+                                      where r.content_search @@ phraseto_tsquery('emem.exact', %s)
+                                      limit {DOCUMENT_FREQUENCY_CAP}) as matching""",
+                    (term,),
+                )
+            )[0]
             if df > 0 and not (leave_out_common and df >= common):
                 kept.append((term, math.log(1 + (records - df + 0.5) / (df + 0.5))))
         return cls(tuple(t for t, _ in kept), tuple(w for _, w in kept))
 
     @property
-    def score(self) -> sql.Composable:
+    def score(self) -> sql.Composed:
         return sql.SQL(" + ").join(
             sql.SQL("{} * (r.content_search @@ phraseto_tsquery('emem.exact', {}))::int").format(
                 sql.Literal(w), sql.Literal(t)
@@ -237,7 +241,7 @@ class Floor:
             )
         return bare
 
-    def scored_fulltext(self, weighted: WeightedTerms, with_vector: bool) -> sql.Composable:
+    def scored_fulltext(self, weighted: WeightedTerms, with_vector: bool) -> sql.Composed:
         scored = "select r.record_id, {score} as score from emem.records as r where r.content_search @@ ({any_term})"
         if with_vector:
             query = SCORED_PAGE.format(scored=scored, distance=distance(self.dimension), space=self.space)
@@ -245,7 +249,7 @@ class Floor:
             query = f"{scored} order by score desc, r.record_id limit %(k)s"
         return sql.SQL(query).format(score=weighted.score, any_term=any_term(weighted.terms))
 
-    def tags_exact(self, params: dict) -> Bare:
+    def tags_exact(self, params: dict[str, Any]) -> Bare:
         query = f"""
             with matched as ({self.schema.matches})
             select m.record_id, {distance(self.dimension)} as distance
@@ -254,7 +258,7 @@ class Floor:
             order by distance nulls last, m.record_id limit %(k)s"""
         return Bare("tags_exact", sql.SQL(query), params)
 
-    def tags_hnsw(self, params: dict) -> Bare:
+    def tags_hnsw(self, params: dict[str, Any]) -> Bare:
         query = f"""
             select rv.record_id, {distance(self.dimension)} as distance
             from emem.record_vectors as rv
@@ -266,7 +270,7 @@ class Floor:
             order by distance limit %(k)s"""
         return Bare("tags_hnsw", sql.SQL(query), params)
 
-    def tags_degraded(self, params: dict) -> Bare:
+    def tags_degraded(self, params: dict[str, Any]) -> Bare:
         query = f"""
             with matched (record_id, terms) as ({self.schema.tagged_rows} union all {EDGE_ROWS})
             select m.record_id, count(distinct t) as matched_terms
@@ -274,7 +278,7 @@ class Floor:
             group by m.record_id order by matched_terms desc, m.record_id limit %(k)s"""
         return Bare("tags", sql.SQL(query), params)
 
-    def tags_by_id(self, params: dict) -> Bare:
+    def tags_by_id(self, params: dict[str, Any]) -> Bare:
         """Degraded, one term: every candidate matches that one term, so the list is in record id
         order; each matching tag's first rows come from its (tag, record_id) index."""
         query = f"""
@@ -289,11 +293,11 @@ class Floor:
             order by record_id limit %(k)s"""
         return Bare("tags_by_id", sql.SQL(query), params)
 
-    def tags_count(self, params: dict) -> Bare:
+    def tags_count(self, params: dict[str, Any]) -> Bare:
         query = f"select count(*) from ({self.schema.matches}) as matched"
         return Bare("tags_count", sql.SQL(query), params)
 
-    def fulltext(self, question: Question, params: dict) -> list[Bare]:
+    def fulltext(self, question: Question, params: dict[str, Any]) -> list[Bare]:
         """Two correct formulations, the faster counts: every match sorted by distance, and (for a
         broad match) the HNSW index scanned in distance order keeping matching records."""
         exact = sql.SQL(f"""
@@ -311,7 +315,7 @@ class Floor:
             order by distance limit %(k)s""").format(any_term=any_term(question.fulltext_terms))
         return [Bare("fulltext_exact", exact, params), Bare("fulltext_hnsw", hnsw, params)]
 
-    def fulltext_degraded(self, question: Question, params: dict) -> Bare:
+    def fulltext_degraded(self, question: Question, params: dict[str, Any]) -> Bare:
         query = sql.SQL("""
             select r.record_id, {matched} as matched_terms, ts_rank(r.content_search, {any_term}) as rank
             from emem.records as r
@@ -321,20 +325,20 @@ class Floor:
         )
         return Bare("fulltext", query, params)
 
-    def fulltext_count(self, question: Question, params: dict) -> Bare:
+    def fulltext_count(self, question: Question, params: dict[str, Any]) -> Bare:
         query = sql.SQL("select count(*) from emem.records as r where r.content_search @@ ({any_term})").format(
             any_term=any_term(question.fulltext_terms)
         )
         return Bare("fulltext_count", query, params)
 
-    def record_vectors(self, params: dict) -> Bare:
+    def record_vectors(self, params: dict[str, Any]) -> Bare:
         query = f"""
             select record_id, {distance(self.dimension, "record_vectors")} as distance
             from emem.record_vectors where space_id = {self.space}
             order by distance limit %(k)s"""
         return Bare("record_vectors", sql.SQL(query), params)
 
-    def window_vectors(self, params: dict) -> Bare:
+    def window_vectors(self, params: dict[str, Any]) -> Bare:
         """The nearest windows, enough of them to give page_size records (3 records per window)."""
         query = f"""
             with nearest as (

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -30,7 +31,7 @@ AGENT_LANE = "ops"
 AGENTS = {"seed": "bench_ops_seed", "strict": "bench_ops_strict"}
 
 
-def ensure_edge_lane(conn: psycopg.Connection, corpus: Corpus, space: int, writes: Writes) -> dict | None:
+def ensure_edge_lane(conn: psycopg.Connection, corpus: Corpus, space: int, writes: Writes) -> dict[str, Any] | None:
     """Adds the lane with its records and edges once (edges as the release wants them written);
     what that took, or None when it is there."""
     if scalar(conn, "select exists (select from emem.lanes where lane_name = %s)", (EDGE_LANE,)):
@@ -114,10 +115,10 @@ def lane_cells(
     ]
 
 
-def lane_summary(cells: list[Cell]) -> dict:
+def lane_summary(cells: list[Cell]) -> dict[str, dict[str, Any]]:
     """p50 of each cell and, per isolation and mode, the ratio of the heavy question to the plain one."""
     medians = {cell.key: percentiles(cell.times)["p50"] for cell in cells}
-    rows = {}
+    rows: dict[str, dict[str, Any]] = {}
     for key, median in medians.items():
         isolation, mode, word = key.split("/")
         row = rows.setdefault(f"{isolation}/{mode}", {})
@@ -128,7 +129,7 @@ def lane_summary(cells: list[Cell]) -> dict:
     return rows
 
 
-def envelope_totals(cells: list[Cell], key: str) -> tuple | None:
+def envelope_totals(cells: list[Cell], key: str) -> tuple[Any, Any, int] | None:
     cell = next(cell for cell in cells if cell.key == key)
     if not cell.first_rows:
         return None
@@ -136,7 +137,7 @@ def envelope_totals(cells: list[Cell], key: str) -> tuple | None:
     return found.get("total_candidates"), found.get("totals_exact"), len(found.get("rows", []))
 
 
-def lane_lines(summary: dict) -> str:
+def lane_lines(summary: dict[str, dict[str, Any]]) -> str:
     lines = [
         f"another lane's {EDGE_LANE_EDGES:,} edges against an agent reading lane {AGENT_LANE} (page 1, p50 ms):"
         f" 'what was {RELATION} about the <rare tag>?' (the lane {EDGE_LANE}'s relation) against"

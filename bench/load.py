@@ -19,11 +19,12 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 import psycopg
 from corpus import DIMENSION, LANES, Corpus, Unit, windows
-from db import Server, connection, emem_version, scalar, vacuum_analyze_emem, vector_text
+from db import Server, connection, emem_version, one_row, scalar, vacuum_analyze_emem, vector_text
 from writes import EDGE_BATCH, EdgeRow, Writes, require_derived_rows, writes_for
 
 MODEL_NAME = "bench-synthetic"
@@ -72,7 +73,7 @@ class LoadReport:
     def records_per_second(self) -> float:
         return self.records / self.put_records_seconds if self.put_records_seconds else 0.0
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         figures = asdict(self)
         figures["records_per_second"] = round(self.records_per_second)
         figures["edges_per_second"] = round(self.edges / self.edges_seconds) if self.edges_seconds else None
@@ -102,7 +103,7 @@ class Target:
 # ---- the database ---------------------------------------------------------------------------
 
 
-def stored_corpus(target: Target) -> dict | None:
+def stored_corpus(target: Target) -> dict[str, Any] | None:
     """The load report of a complete corpus of the same size and seed in the database, if any."""
     with connection(target.server, "postgres") as admin:
         if not scalar(admin, "select true from pg_database where datname = %s", (target.dbname,)):
@@ -126,9 +127,9 @@ def update_extension(target: Target, script_md5: str | None) -> str | None:
     """Updates the corpus's emem to the installed release in place (the upgrade path users take);
     the version it had, or None when it was at the installed release already."""
     with connection(target.server, target.dbname) as conn:
-        installed, default = conn.execute(
-            "select installed_version, default_version from pg_available_extensions where name = 'emem'"
-        ).fetchone()
+        installed, default = one_row(
+            conn.execute("select installed_version, default_version from pg_available_extensions where name = 'emem'")
+        )
         if installed == default:
             return None
         conn.execute("alter extension emem update")
@@ -305,7 +306,7 @@ def vacuum_analyze(conn: psycopg.Connection, report: LoadReport) -> None:
 
 def build(
     target: Target, batch_size: int, with_indexes: bool, maintenance_work_mem: str, script_md5: str | None
-) -> dict:
+) -> dict[str, Any]:
     """Creates the database and loads the corpus; returns the load report (also stored in bench.corpus)."""
     create_database(target)
     with connection(target.server, target.dbname) as conn:

@@ -6,16 +6,14 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
-from db import Server, scalar, timed
-from psycopg import sql
-
-Query = str | sql.Composable
+from db import Params, Query, Server, scalar, timed
 
 
 @dataclass
@@ -25,9 +23,9 @@ class Cell:
     key: str
     conn: psycopg.Connection
     query: Query
-    params: dict | tuple
+    params: Params
     times: list[float]
-    first_rows: list[tuple] | None = None
+    first_rows: list[tuple[Any, ...]] | None = None
 
     def run(self) -> float:
         milliseconds, rows = timed(self.conn, self.query, self.params)
@@ -68,12 +66,12 @@ def latency(
 # ---- fresh connections ----------------------------------------------------------------------
 
 
-def fresh_connections(server: Server, dbname: str, query: Query, params: tuple, count: int) -> dict:
+def fresh_connections(server: Server, dbname: str, query: Query, params: Params, count: int) -> dict[str, Any]:
     """Opens `count` new connections; times the connection, its first find and its second; and
     the first eight calls in one more new connection (PL/Python's prepared plans are custom for
     their first five executions, then may turn generic)."""
     connect, first, second = [], [], []
-    memory: dict[str, dict] = {}
+    memory: dict[str, dict[str, int | None]] = {}
     for attempt in range(count):
         started = time.perf_counter()
         conn = server.connect(dbname)
@@ -100,7 +98,9 @@ def fresh_connections(server: Server, dbname: str, query: Query, params: tuple, 
     }
 
 
-def first_call_split(server: Server, dbname: str, query: Query, params: tuple, count: int) -> dict:
+def first_call_split(
+    server: Server, dbname: str, query: Query, params: Params, count: int
+) -> dict[str, dict[str, float]]:
     """Where a fresh connection's first find goes: PL/Python with emem's modules and the WordNet
     lexicon (timed as a first emem.analyse_question), then the find itself (catalog caches,
     plans, the first reads of the indexes)."""
@@ -118,7 +118,7 @@ def first_call_split(server: Server, dbname: str, query: Query, params: tuple, c
 def _client(
     server: Server,
     dbname: str,
-    calls: list[tuple[Query, tuple]],
+    calls: Sequence[tuple[Query, Params]],
     seconds: float,
     barrier: threading.Barrier,
     results: list[int],
@@ -137,7 +137,9 @@ def _client(
         results[index] = done
 
 
-def throughput(server: Server, dbname: str, calls: list[tuple[Query, tuple]], clients: int, seconds: float) -> float:
+def throughput(
+    server: Server, dbname: str, calls: Sequence[tuple[Query, Params]], clients: int, seconds: float
+) -> float:
     """Calls per second of `clients` connections, each cycling through `calls` for `seconds`."""
     barrier = threading.Barrier(clients)
     results = [0] * clients

@@ -15,9 +15,10 @@ import json
 import re
 import statistics
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
-from db import emem_module, timed
+from db import Params, emem_module, timed
 from questions import Question
 
 DURATION = re.compile(r"duration: ([0-9.]+) ms\s+plan:\s*(.*)", re.S)
@@ -28,7 +29,7 @@ VECTOR_LITERAL = re.compile(r"\[[-0-9.,e]{200,}\]")
 class Statement:
     milliseconds: float
     query: str
-    plan: dict
+    plan: dict[str, Any]
 
     @property
     def lookup(self) -> str:
@@ -47,11 +48,11 @@ class Statement:
         return "other"
 
 
-def plan_rows(plan: dict) -> int:
+def plan_rows(plan: dict[str, Any]) -> int:
     return int(plan.get("Plan", {}).get("Actual Rows", 0))
 
 
-def nested_statements(conn: psycopg.Connection, query: str, params: tuple, analyze: bool) -> list[Statement]:
+def nested_statements(conn: psycopg.Connection, query: str, params: Params, analyze: bool) -> list[Statement]:
     """Runs `query` with auto_explain reporting every nested statement to this client: its
     executor time, and with `analyze` the plan's actual rows (per-node timing stays off)."""
     notices: list[str] = []
@@ -86,7 +87,9 @@ def nested_statements(conn: psycopg.Connection, query: str, params: tuple, analy
     return [s for s in statements if "e_gather" not in s.query and "gather_for_role" not in s.query]
 
 
-def explain_lookups(conn: psycopg.Connection, question: Question, with_vector: bool, repetitions: int) -> dict:
+def explain_lookups(
+    conn: psycopg.Connection, question: Question, with_vector: bool, repetitions: int
+) -> dict[str, dict[str, Any]]:
     """Median per-lookup ms and candidates as e_gather_explain reports them (inside PL/Python)."""
     samples: dict[str, list[float]] = {}
     candidates: dict[str, int] = {}
@@ -105,11 +108,11 @@ def explain_lookups(conn: psycopg.Connection, question: Question, with_vector: b
     }
 
 
-def short_plan(plan: dict) -> str:
+def short_plan(plan: dict[str, Any]) -> str:
     """The plan tree as indented lines: node, relation or index, rows and loops."""
     lines: list[str] = []
 
-    def walk(node: dict, depth: int) -> None:
+    def walk(node: dict[str, Any], depth: int) -> None:
         target = node.get("Index Name") or node.get("Relation Name") or ""
         lines.append(
             f"{'  ' * depth}{node['Node Type']} {target} rows={node.get('Actual Rows')}"
@@ -122,7 +125,9 @@ def short_plan(plan: dict) -> str:
     return "\n".join(lines)
 
 
-def statement_parts(conn: psycopg.Connection, query: str, params: tuple, repetitions: int) -> dict[str, dict]:
+def statement_parts(
+    conn: psycopg.Connection, query: str, params: Params, repetitions: int
+) -> dict[str, dict[str, Any]]:
     """Per part of find: median executor ms over `repetitions` runs, and rows and plans of one
     run with analyze."""
     samples: dict[str, list[float]] = {}
@@ -132,7 +137,7 @@ def statement_parts(conn: psycopg.Connection, query: str, params: tuple, repetit
             totals[statement.lookup] = totals.get(statement.lookup, 0.0) + statement.milliseconds
         for name, milliseconds in totals.items():
             samples.setdefault(name, []).append(milliseconds)
-    parts = {
+    parts: dict[str, dict[str, Any]] = {
         name: {"sql_ms": round(statistics.median(times), 3), "rows": 0, "statements": 0, "plans": []}
         for name, times in samples.items()
     }
@@ -149,7 +154,7 @@ def statement_parts(conn: psycopg.Connection, query: str, params: tuple, repetit
 
 def profile_question(
     conn: psycopg.Connection, question: Question, with_vector: bool, page_size: int, repetitions: int
-) -> dict:
+) -> dict[str, Any]:
     lookups = explain_lookups(conn, question, with_vector, repetitions)
     query = "select emem.e_gather_find_envelope(%s, %s::vector, 1, %s)"
     params = (question.text, question.vector if with_vector else None, page_size)
@@ -229,7 +234,7 @@ plpy.notice("emem-bench-phases " + json.dumps({
 
 def plpython_phases(
     conn: psycopg.Connection, question: Question, with_vector: bool, page_size: int, repetitions: int
-) -> dict:
+) -> dict[str, Any]:
     """find's phases timed inside the server (the database's emem modules, run from a DO block),
     and the top of a cProfile of find: PL/Python's own costs, which auto_explain cannot see."""
     params = json.dumps(
@@ -257,4 +262,5 @@ def plpython_phases(
         return {"error": f"{type(error).__name__}: {error}".strip()}
     finally:
         conn.remove_notice_handler(keep)
-    return json.loads(found[0]) if found else {"error": "no result"}
+    phases: dict[str, Any] = json.loads(found[0]) if found else {"error": "no result"}
+    return phases

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -33,7 +34,7 @@ class Question:
         return " or ".join(dict.fromkeys((*self.known_words, *self.fulltext_terms)))
 
 
-def anchor(conn: psycopg.Connection, where: str, params: tuple = ()) -> tuple[int, dict]:
+def anchor(conn: psycopg.Connection, where: str, params: tuple[Any, ...] = ()) -> tuple[int, dict[str, Any]]:
     """The record in the middle of those matching `where`: (cluster, metadata)."""
     count = int(scalar(conn, f"select count(*) from emem.records as r where {where}", params))
     row = conn.execute(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 import psycopg
 from db import scalar
@@ -47,7 +49,7 @@ def expected_rows(name: str, cells: dict[str, Cell], page_size: int) -> int | No
     return None
 
 
-def floor_summary(cells: dict[str, Cell], page_size: int) -> dict:
+def floor_summary(cells: dict[str, Cell], page_size: int) -> dict[str, Any]:
     """The floor of one question and mode: each lookup's fastest correct bare query."""
     medians: dict[str, float] = {}
     chosen: dict[str, str] = {}
@@ -79,7 +81,7 @@ def floor_summary(cells: dict[str, Cell], page_size: int) -> dict:
     }
 
 
-def exact_first_floor(cells: dict[str, Cell], floor: dict, with_vector: bool) -> dict:
+def exact_first_floor(cells: dict[str, Cell], floor: dict[str, Any], with_vector: bool) -> dict[str, float]:
     """The recommended profile's floor, with the counts its exact totals need."""
     median = {
         **floor["lookups_ms"],
@@ -94,11 +96,11 @@ def exact_first_floor(cells: dict[str, Cell], floor: dict, with_vector: bool) ->
     }
 
 
-def envelope(cell: Cell) -> dict:
+def envelope(cell: Cell) -> dict[str, Any]:
     return cell.first_rows[0][0] if cell.first_rows else {}
 
 
-def envelope_totals(cells: dict[str, Cell]) -> dict:
+def envelope_totals(cells: dict[str, Cell]) -> dict[str, Any]:
     first, tenth, exact = envelope(cells["find_p1"]), envelope(cells["find_p10"]), envelope(cells["find_exact_p1"])
     return {
         "total_candidates": first.get("total_candidates"),
@@ -112,7 +114,7 @@ def envelope_totals(cells: dict[str, Cell]) -> dict:
     }
 
 
-def summarise(cells: dict[str, Cell], page_size: int, with_vector: bool) -> dict:
+def summarise(cells: dict[str, Cell], page_size: int, with_vector: bool) -> dict[str, Any]:
     find = {name: percentiles(cells[name].times) for name in FIND_CELLS}
     hybrid = {name: percentiles(cells[name].times) for name in HYBRIDS}
     floor = floor_summary(cells, page_size)
@@ -163,7 +165,7 @@ RATIO_HEADER = (
 )
 
 
-def latency_line(kind: str, mode: str, s: dict) -> str:
+def latency_line(kind: str, mode: str, s: dict[str, Any]) -> str:
     f = s["find"]
     return (
         f"{kind:<13}{mode:<9}{fmt(f['find_p1']['p50'], 8)}{fmt(f['find_p1']['p95'], 8)}"
@@ -175,7 +177,7 @@ def latency_line(kind: str, mode: str, s: dict) -> str:
     )
 
 
-def ratio_line(kind: str, mode: str, s: dict) -> str:
+def ratio_line(kind: str, mode: str, s: dict[str, Any]) -> str:
     r, fl = s["ratios"], s["floor"]
     lookups = " ".join(f"{name}={ms:.1f}" for name, ms in fl["lookups_ms"].items())
     counts = " ".join(f"{name}={ms:.1f}" for name, ms in fl["counts_ms"].items())
@@ -192,7 +194,7 @@ def ratio_line(kind: str, mode: str, s: dict) -> str:
 EXACT_FIRST_HEADER = f"{'question':<13}{'vector':<9}{'xf':>7}{'xfloor':>8}{'xfl+cnt':>8}{'xf/xfl+c':>9}{'xf/fl+c':>8}"
 
 
-def exact_first_line(kind: str, mode: str, s: dict) -> str:
+def exact_first_line(kind: str, mode: str, s: dict[str, Any]) -> str:
     r, fl = s["ratios"], s["exact_first_floor"]
     return (
         f"{kind:<13}{mode:<9}{fmt(s['find']['exact_first_p1']['p50'])}{fmt(fl['floor_ms'], 8)}"
@@ -201,7 +203,8 @@ def exact_first_line(kind: str, mode: str, s: dict) -> str:
     )
 
 
-TABLES = (
+# Each table: its title, its header and the line of one question and mode.
+TABLES: tuple[tuple[str, str, Callable[[str, str, dict[str, Any]], str]], ...] = (
     (
         "e_gather_find latency, ms (client wall time, warm; p1/p10 = page 1/10 of 30; tbl = e_gather_find,"
         " the others e_gather_find_envelope; xf = the recommended exact_first profile; exact p1 = page 1 with"
@@ -229,11 +232,12 @@ TABLES = (
 )
 
 
-def tables(summaries: dict[str, dict]) -> str:
+def tables(summaries: dict[str, dict[str, Any]]) -> str:
+    """`summaries` keyed `<question kind>/<mode>`."""
     lines: list[str] = []
     for title, header, line in TABLES:
         lines += ["", title, header] if lines else [title, header]
-        lines += [line(*key.split("/"), summary) for key, summary in summaries.items()]
+        lines += [line(*cast(tuple[str, str], key.split("/")), summary) for key, summary in summaries.items()]
     return "\n".join(lines)
 
 
@@ -260,7 +264,7 @@ def cpu_model() -> str:
     return platform.processor()
 
 
-def machine(conn: psycopg.Connection) -> dict:
+def machine(conn: psycopg.Connection) -> dict[str, Any]:
     settings = (
         "server_version",
         "shared_buffers",
@@ -289,7 +293,7 @@ def machine(conn: psycopg.Connection) -> dict:
     }
 
 
-def machine_line(info: dict) -> str:
+def machine_line(info: dict[str, Any]) -> str:
     return (
         f"{info['cores']} cores, {info['ram_gb']} GB RAM, {info['cpu']}; PostgreSQL "
         f"{info['settings']['server_version']}, pgvector {info['extensions'].get('vector')}, emem "

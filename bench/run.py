@@ -20,6 +20,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from beside import beside_cells, beside_lines, compare, exact_vector_pages, same_corpus
@@ -92,7 +93,7 @@ def say(message: str) -> None:
     print(message, flush=True)
 
 
-def corpus_ready(target: Target, args: argparse.Namespace, script_md5: str | None) -> tuple[dict, bool]:
+def corpus_ready(target: Target, args: argparse.Namespace, script_md5: str | None) -> tuple[dict[str, Any], bool]:
     """The load report: of the stored corpus when it matches (size, seed and the installed
     extension script, after updating an older release in place; a previous release's corpus
     when it is still at that release), else of a new load."""
@@ -117,7 +118,7 @@ def corpus_ready(target: Target, args: argparse.Namespace, script_md5: str | Non
     return load, False
 
 
-def load_lines(load: dict) -> str:
+def load_lines(load: dict[str, Any]) -> str:
     builds = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in load["index_build_seconds"].items())
     derived = load.get("derived_problems")
     return "\n".join(
@@ -173,7 +174,7 @@ def bare_cells(conn: psycopg.Connection, floor: Floor, question: Question, with_
     return [Cell(b.name, conn, b.query, b.params, []) for b in bare]
 
 
-def run_latency(server: Server, args: argparse.Namespace, questions: list[Question], space: int) -> dict:
+def run_latency(server: Server, args: argparse.Namespace, questions: list[Question], space: int) -> dict[str, Any]:
     with (
         connection(server, args.dbname) as find_conn,
         connection(server, args.dbname) as floor_conn,
@@ -203,7 +204,7 @@ def run_latency(server: Server, args: argparse.Namespace, questions: list[Questi
     }
 
 
-def run_lanes(server: Server, args: argparse.Namespace, questions: list[Question]) -> dict:
+def run_lanes(server: Server, args: argparse.Namespace, questions: list[Question]) -> dict[str, dict[str, Any]]:
     """Another lane's edges against agents reading lane ops, under each isolation (lanes.py)."""
     rare = next(q for q in questions if q.kind == "rare_tag")
     connections = {isolation: agent_connection(server, args.dbname, role) for isolation, role in AGENTS.items()}
@@ -216,7 +217,7 @@ def run_lanes(server: Server, args: argparse.Namespace, questions: list[Question
     return lane_summary(cells)
 
 
-def run_beside(args: argparse.Namespace, questions: list[Question], target: Target, beside: Target) -> dict:
+def run_beside(args: argparse.Namespace, questions: list[Question], target: Target, beside: Target) -> dict[str, Any]:
     """Both releases' pages timed in the same shuffled rounds (beside.py), on the same questions."""
     release = beside.release or ""
     with connection(target.server, target.dbname) as this, connection(beside.server, beside.dbname) as previous:
@@ -244,7 +245,7 @@ def run_beside(args: argparse.Namespace, questions: list[Question], target: Targ
     }
 
 
-def prepare_previous(args: argparse.Namespace, beside: Target) -> dict:
+def prepare_previous(args: argparse.Namespace, beside: Target) -> dict[str, Any]:
     """The previous release's corpus, built or reused, with the other lane's edges."""
     load, reused = corpus_ready(beside, args, None)
     say(load_lines(load))
@@ -253,7 +254,7 @@ def prepare_previous(args: argparse.Namespace, beside: Target) -> dict:
     return {"load": load, "corpus_reused": reused, "edge_lane_added": added}
 
 
-def add_edge_lane(conn: psycopg.Connection, target: Target, space: int) -> dict | None:
+def add_edge_lane(conn: psycopg.Connection, target: Target, space: int) -> dict[str, Any] | None:
     added = ensure_edge_lane(conn, Corpus(target.records, target.seed), space, target.writes)
     if added is not None:
         say(
@@ -264,7 +265,7 @@ def add_edge_lane(conn: psycopg.Connection, target: Target, space: int) -> dict 
     return added
 
 
-def run_concurrency(server: Server, args: argparse.Namespace, questions: list[Question]) -> dict:
+def run_concurrency(server: Server, args: argparse.Namespace, questions: list[Question]) -> dict[str, Any]:
     calls = [
         (FIND_ENVELOPE, (q.text, q.vector if with_vector else None, 1, args.page_size))
         for q in questions
@@ -281,7 +282,7 @@ def run_concurrency(server: Server, args: argparse.Namespace, questions: list[Qu
     }
 
 
-def run_profile(server: Server, args: argparse.Namespace, questions: list[Question]) -> dict:
+def run_profile(server: Server, args: argparse.Namespace, questions: list[Question]) -> dict[str, dict[str, Any]]:
     repetitions = 2 if args.quick else 5
     with connection(server, args.dbname) as conn:
         return {
@@ -291,7 +292,7 @@ def run_profile(server: Server, args: argparse.Namespace, questions: list[Questi
         }
 
 
-def fresh_line(kind: str, fresh: dict) -> str:
+def fresh_line(kind: str, fresh: dict[str, Any]) -> str:
     split = fresh["split"]
     return (
         f"first find in a fresh connection ({kind}, with vector): p50 {fresh['first_find']['p50']:.1f} ms,"
@@ -303,7 +304,7 @@ def fresh_line(kind: str, fresh: dict) -> str:
     )
 
 
-def profile_lines(profile: dict) -> str:
+def profile_lines(profile: dict[str, dict[str, Any]]) -> str:
     lines = [
         "where find's time goes (page 1, ms): each lookup as e_gather_explain times it inside PL/Python /"
         " its SQL's executor time (auto_explain) (candidates); then find's phases timed inside the server"
@@ -446,7 +447,7 @@ def git_head() -> str | None:
         return None
 
 
-def write_result(result: dict) -> Path:
+def write_result(result: dict[str, Any]) -> Path:
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     path = RESULTS / f"{stamp}-{result['records']}.json"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 
@@ -44,7 +45,7 @@ class Writes:
         ]
         conn.execute("select count(*) from emem.put_edges(%s::jsonb)", (json.dumps(items),))
 
-    def derived_problems(self, conn: psycopg.Connection) -> tuple[int, list[tuple]] | None:
+    def derived_problems(self, conn: psycopg.Connection) -> tuple[int, list[tuple[Any, ...]]] | None:
         """How many rows emem.check_derived() lists, and the first of them."""
         rows = conn.execute(
             "select count(*) over (), derived, problem, detail from emem.check_derived() limit %s", (SHOWN_PROBLEMS,)
@@ -71,7 +72,7 @@ class Writes021(Writes):
             ),
         )
 
-    def derived_problems(self, conn: psycopg.Connection) -> tuple[int, list[tuple]] | None:
+    def derived_problems(self, conn: psycopg.Connection) -> tuple[int, list[tuple[Any, ...]]] | None:
         return None
 
 

@@ -7,6 +7,7 @@ Everything is drawn from one seeded random generator, so a run is repeatable.
 
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 SYLLABLES = ["zor", "bla", "kwi", "tex", "mon", "dra", "vel", "quo", "rin", "sal", "pex", "tur", "gan", "lio"]
 PROJECTS = ["apollo", "borealis", "cascade", "dynamo", "ember", "fjord", "glacier", "harbor"]
@@ -54,8 +55,8 @@ class Question:
 
 @dataclass
 class Corpus:
-    records: list[dict] = field(default_factory=list)  # each with a unique "key"
-    edges: list[tuple[str, str, str, dict]] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)  # each with a unique "key"
+    edges: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
     windows: list[list[str]] = field(default_factory=list)
     questions: list[Question] = field(default_factory=list)
 

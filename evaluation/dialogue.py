@@ -104,7 +104,7 @@ def add_dialogue_part(rng: random.Random, corpus: Corpus, conversations: int = 6
     rng.shuffle(activities)
     for c in range(conversations):
         people = rng.sample(SPEAKERS, speakers)
-        segments: list[tuple[str, list[tuple[str, str]], str | None]] = []  # (kind, turns, question)
+        segments: list[tuple[str, list[tuple[str, str]], str]] = []  # (kind, turns, question)
         for n, fan in enumerate(people[:3]):
             activity = activities[(3 * c + n) % len(activities)]
             first, second = ACTIVITIES[activity]
@@ -136,8 +136,8 @@ def add_dialogue_part(rng: random.Random, corpus: Corpus, conversations: int = 6
                 position += 1
             gold = set(keys) if kind != "speaker" else {keys[0]}
             corpus.questions.append(Question(kind, question, gold))
-        first = next(n for n, r in enumerate(corpus.records) if r.get("thread_id") == thread)
-        keys = [r["key"] for r in corpus.records[first:]]
+        start = next(n for n, r in enumerate(corpus.records) if r.get("thread_id") == thread)
+        keys = [r["key"] for r in corpus.records[start:]]
         corpus.windows.extend(keys[i : i + 3] for i in range(len(keys) - 2))
 
 

@@ -90,7 +90,7 @@ class Tally:
     evidence: int = 0
     missed: int = 0  # not in the first ten
     crowded: int = 0  # missed, but in some list's first ten
-    depth: Counter = field(default_factory=Counter)  # missed and in no list's first ten: best rank bucket
+    depth: Counter[str] = field(default_factory=Counter)  # missed and in no list's first ten: best rank bucket
     in_no_list: int = 0
     far_by_meaning: int = 0  # missed and past FAR_BY_MEANING by exact cosine
 
@@ -122,11 +122,13 @@ class Analysis:
         self.linked = {(loaded.ids[s], loaded.ids[t]) for s, t, _, _ in corpus.edges}
         self.linked |= {(t, s) for s, t in self.linked}
         self.tallies: dict[str, Tally] = defaultdict(Tally)
-        self.crowded_in: Counter = Counter()  # list -> missed evidence it has in its first ten
-        self.took_slots: Counter = Counter()  # lookup -> rows of a first ten with a miss that are not evidence
-        self.slots, self.useful = Counter(), Counter()  # lookup -> rows it placed in a first ten, of them evidence
-        self.roles: dict[str, Counter] = defaultdict(Counter)  # role -> evidence, missed, crowded
-        self.one_hop: Counter = Counter()  # how a missed record is one hop from evidence in the first ten
+        self.crowded_in: Counter[str] = Counter()  # list -> missed evidence it has in its first ten
+        self.took_slots: Counter[str] = Counter()  # lookup -> rows of a first ten with a miss that are not evidence
+        # lookup -> rows it placed in a first ten, of them evidence
+        self.slots: Counter[str] = Counter()
+        self.useful: Counter[str] = Counter()
+        self.roles: dict[str, Counter[str]] = defaultdict(Counter)  # role -> evidence, missed, crowded
+        self.one_hop: Counter[str] = Counter()  # how a missed record is one hop from evidence in the first ten
         self.thread_context_ran = 0
 
     def add(self, answer: Answer, question_vector: list[float]) -> None:
@@ -168,7 +170,7 @@ class Analysis:
                     tally.depth[depth_of(place.best)] += 1
                 tally.far_by_meaning += far[record_id] > FAR_BY_MEANING
 
-    def hops(self, record_id: int, found: set[int]) -> set[str]:
+    def hops(self, record_id: int, found: frozenset[int]) -> set[str]:
         """How a missed record is one step from evidence page 1 has in its first ten: linked by an
         edge, among its ten nearest records by meaning, within 3 positions of its thread."""
         ways = set()
@@ -234,7 +236,7 @@ def analyse_misses(
         stop_word_pull(conn, answers, loaded, corpus.edges)
 
 
-def shares(counter: Counter, total: int | None = None) -> str:
+def shares(counter: Counter[str], total: int | None = None) -> str:
     total = total or sum(counter.values())
     return ", ".join(f"{name} {n} ({n / total:.0%})" for name, n in counter.most_common()) or "-"
 
@@ -279,7 +281,7 @@ def pull_of(conn: psycopg.Connection, answer: Answer, entity: int, list_name: st
 
 
 def stop_word_pull(
-    conn: psycopg.Connection, answers: list[Answer], loaded: Loaded, edges: list[tuple[str, str, str, dict]]
+    conn: psycopg.Connection, answers: list[Answer], loaded: Loaded, edges: list[tuple[str, str, str, dict[str, Any]]]
 ) -> None:
     """What the relations named by stop words pull into the tags list, per question type and by
     whether the stop word's relation is the one that links the evidence."""

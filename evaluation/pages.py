@@ -1,7 +1,7 @@
 """What a run of the evaluation keeps of a corpus and of its questions' pages (run.py, misses.py)."""
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from corpus import Question
@@ -36,7 +36,12 @@ def explain(
     conn: psycopg.Connection, question: str, vector: list[float] | None, page: int = 1, page_size: int = PAGE_SIZE
 ) -> dict[str, Any]:
     """e_gather_explain for the owner: per row its placed_by, found_by and rank in every list."""
-    return conn.execute(
-        "select emem.e_gather_explain(%s, %s::vector, %s, %s)",
-        (question, None if vector is None else str(vector), page, page_size),
-    ).fetchone()[0]
+    row = cast(  # the statement returns one row: psycopg types fetchone() as maybe None
+        tuple[Any, ...],
+        conn.execute(
+            "select emem.e_gather_explain(%s, %s::vector, %s, %s)",
+            (question, None if vector is None else str(vector), page, page_size),
+        ).fetchone(),
+    )
+    explained: dict[str, Any] = row[0]
+    return explained

@@ -20,6 +20,7 @@ record), `other thread` (in a thread, the key record in none or another).
 
 import random
 from collections import Counter
+from typing import Any
 
 from corpus import Corpus, Question
 from dialogue import add_turn
@@ -130,7 +131,7 @@ def build_records_corpus(seed: int = 11, vendors: int = 20, orders_per_vendor: i
     names = vendor_names(rng, vendors)
     codes = iter(rng.sample(range(1000, 10000), vendors * orders_per_vendor))
     nets = iter(rng.sample(range(1000, 90000), vendors * orders_per_vendor))  # distinct: so are the invoices
-    orders: list[dict] = []
+    orders: list[dict[str, Any]] = []
     for name in names:
         orders += add_vendor(rng, corpus, name, projects, [(next(codes), next(nets)) for _ in range(orders_per_vendor)])
     invoices = add_invoices(rng, corpus, orders)
@@ -159,7 +160,7 @@ def record(corpus: Corpus, key: str, kind: str, content: str, tags: list[str]) -
     return key
 
 
-def add_people(rng: random.Random, corpus: Corpus) -> list[dict]:
+def add_people(rng: random.Random, corpus: Corpus) -> list[dict[str, str]]:
     people = []
     for first in FIRST_NAMES:
         person = {"first": first, "name": f"{first} {rng.choice(SURNAMES)}", "site": rng.choice(SITES)}
@@ -189,7 +190,7 @@ def add_projects(corpus: Corpus) -> dict[str, str]:
 
 def add_vendor(
     rng: random.Random, corpus: Corpus, name: str, projects: dict[str, str], numbers: list[tuple[int, int]]
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """The vendor's entity record and its orders (each a code and a net figure of `numbers`)."""
     vendor = record(
         corpus,
@@ -201,7 +202,7 @@ def add_vendor(
     orders = []
     for number, net in numbers:
         project = rng.choice(sorted(projects))
-        order = {
+        order: dict[str, Any] = {
             "code": f"PO-{number}",
             "vendor": name,
             "goods": rng.choice(GOODS),
@@ -223,11 +224,14 @@ def add_vendor(
     return orders
 
 
-def add_invoices(rng: random.Random, corpus: Corpus, orders: list[dict]) -> list[dict]:
+def add_invoices(rng: random.Random, corpus: Corpus, orders: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """An invoice for every other order, its gross figure (net + 23% VAT) on the invoice only."""
     invoices = []
     for n, order in enumerate(rng.sample(orders, len(orders) // 2)):
-        invoice = {"code": f"INV-{50000 + 7 * n + rng.randint(0, 6)}", "gross": f"{order['net'] * 1.23:,.2f}"}
+        invoice: dict[str, Any] = {
+            "code": f"INV-{50000 + 7 * n + rng.randint(0, 6)}",
+            "gross": f"{order['net'] * 1.23:,.2f}",
+        }
         invoice["key"] = record(
             corpus,
             f"invoice:{invoice['code']}",
@@ -242,7 +246,9 @@ def add_invoices(rng: random.Random, corpus: Corpus, orders: list[dict]) -> list
     return invoices
 
 
-def ask_about_orders(rng: random.Random, corpus: Corpus, orders: list[dict], site_ops: list[list[Turn]]) -> set[str]:
+def ask_about_orders(
+    rng: random.Random, corpus: Corpus, orders: list[dict[str, Any]], site_ops: list[list[Turn]]
+) -> set[str]:
     """Orders whose delivery went wrong, told in site operations by vendor and goods only: of
     goods no other order has from that vendor, so that the turns can mean this order only."""
     pairs = Counter((order["vendor"], order["goods"]) for order in orders)
@@ -268,7 +274,7 @@ def ask_about_orders(rng: random.Random, corpus: Corpus, orders: list[dict], sit
     return {order["key"] for order in chosen}
 
 
-def ask_about_invoices(rng: random.Random, corpus: Corpus, invoices: list[dict]) -> set[str]:
+def ask_about_invoices(rng: random.Random, corpus: Corpus, invoices: list[dict[str, Any]]) -> set[str]:
     chosen = rng.sample(invoices, 48)
     for invoice in chosen:
         order = invoice["order"]
@@ -288,9 +294,9 @@ def ask_about_invoices(rng: random.Random, corpus: Corpus, invoices: list[dict])
 def ask_about_people(
     rng: random.Random,
     corpus: Corpus,
-    people: list[dict],
+    people: list[dict[str, str]],
     projects: dict[str, str],
-    orders: list[dict],
+    orders: list[dict[str, Any]],
     projects_channel: list[list[Turn]],
 ) -> None:
     """Each project led by one employee (a `leads` edge), its status told by the lead's first
@@ -331,10 +337,10 @@ def write_channels(
     rng: random.Random,
     corpus: Corpus,
     channels: dict[str, list[list[Turn]]],
-    people: list[dict],
+    people: list[dict[str, str]],
     vendors: list[str],
-    orders: list[dict],
-    invoices: list[dict],
+    orders: list[dict[str, Any]],
+    invoices: list[dict[str, Any]],
 ) -> None:
     """Each channel as threads of about 25 turns: its segments (the context of questions) spread
     over the threads, among the channel's everyday chatter; windows of 3 turns."""
@@ -364,15 +370,15 @@ def write_channels(
 def chatter(
     rng: random.Random,
     channel: str,
-    crew: list[dict],
+    crew: list[dict[str, str]],
     vendors: list[str],
-    orders: list[dict],
-    invoices: list[dict],
+    orders: list[dict[str, Any]],
+    invoices: list[dict[str, Any]],
     count: int,
 ) -> list[Turn]:
     """Everyday turns of a channel; the codes they name are of orders and invoices no question
     asks about (a question's key is on its key record only)."""
-    turns = []
+    turns: list[Turn] = []
     for _ in range(count):
         order, invoice = rng.choice(orders), rng.choice(invoices)
         line = rng.choice(CHATTER[channel] + REPLIES).format(

@@ -16,10 +16,10 @@ import os
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO, cast
 
 import psycopg
 from corpus import Corpus, build_corpus
@@ -187,16 +187,19 @@ def evaluate(
     """Page 1 of every question; without question vectors, degraded; with `explained`, through
     e_gather_explain (the same page, with each row's list ranks)."""
     use_profile(conn, profile, tuning)
-    vectors = question_vectors or [None] * len(corpus.questions)
+    vectors: Sequence[list[float] | None] = question_vectors or [None] * len(corpus.questions)
     answers = []
     for question, vector in zip(corpus.questions, vectors, strict=True):
         if explained:
             answer = explain(conn, question.text, vector)
         else:
-            answer = conn.execute(
-                "select emem.e_gather_find_envelope(%s, %s::vector, 1, %s)",
-                (question.text, None if vector is None else str(vector), PAGE_SIZE),
-            ).fetchone()[0]
+            answer = cast(  # the statement returns one row: psycopg types fetchone() as maybe None
+                tuple[Any, ...],
+                conn.execute(
+                    "select emem.e_gather_find_envelope(%s, %s::vector, 1, %s)",
+                    (question.text, None if vector is None else str(vector), PAGE_SIZE),
+                ).fetchone(),
+            )[0]
         answers.append(
             Answer(
                 question,
@@ -313,7 +316,7 @@ def evaluate_corpus(
         loaded = load(conn, corpus, gateway)
         question_vectors = gateway.embed([q.text for q in corpus.questions])
         for configuration, (profile, tuning) in profiles.items():
-            runs = {configuration: question_vectors}
+            runs: dict[str, list[list[float]] | None] = {configuration: question_vectors}
             if configuration != "dense_only":  # a dense-only answer without a vector is empty
                 runs[f"{configuration} degraded"] = None
             for run_name, vectors in runs.items():

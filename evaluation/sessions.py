@@ -20,6 +20,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TypedDict
 
 from corpus import Corpus, Question
 from dialogue import add_turn
@@ -470,6 +471,17 @@ Apart = Callable[..., list[int]]  # sessions for facts told in order, a gap apar
 Asked = list[tuple[str, str, list[Fact]]]  # (question type, question, its evidence)
 
 
+class Pools(TypedDict):
+    """What each speaker slot draws (places: three a slot), sampled without replacement: no two speakers share one."""
+
+    relative_names: list[str]
+    pet_names: list[str]
+    news: list[tuple[str, str, str]]
+    hobbies: list[tuple[str, str, str]]
+    jobs: list[int]  # indexes into JOBS
+    places: list[str]
+
+
 def pronouns(subject: str) -> dict[str, str]:
     return {"he": subject, "his": "his" if subject == "he" else "her"}
 
@@ -482,7 +494,7 @@ def build_sessions_corpus(seed: int = 11, conversations: int = 4, speakers: int 
     rng = random.Random(f"sessions-{seed}")
     corpus = Corpus()
     names = rng.sample(SPEAKERS, conversations * speakers)
-    pools = {
+    pools: Pools = {
         "relative_names": rng.sample(sorted(RELATIVE_NAMES), len(names)),
         "pet_names": rng.sample(PET_NAMES, len(names)),
         "news": rng.sample(RELATIVE_NEWS, len(names)),
@@ -502,7 +514,7 @@ def add_conversation(
     thread: str,
     people: list[str],
     slots: list[int],
-    pools: dict[str, list],
+    pools: Pools,
     sessions: int,
 ) -> None:
     plan: list[list[Fact]] = [[] for _ in range(sessions)]
@@ -622,6 +634,7 @@ def write_sessions(rng: random.Random, corpus: Corpus, thread: str, people: list
         if len(present) < 2:
             present = sorted(set(present) | {rng.choice([p for p in people if p not in present])})
         lines = rng.sample(SMALL_TALK, len(SMALL_TALK))  # no line twice in a session
+        fact: Fact | None  # each of the session's facts, then of its turns (None: small talk)
         turns: list[tuple[str, str, Fact | None]] = [(rng.choice(present), small_talk(rng, lines, present, None), None)]
         for fact in facts:
             turns += [(s, small_talk(rng, lines, present, s), None) for s in rng.sample(present, 2)]

@@ -10,6 +10,10 @@ export EMEM_PGPORT EMEM_REQUIRE_SERVER=1  # the cluster runs: a test that cannot
 python=.venv/bin/python  # the project's virtual environment (made by setup.sh)
 "$python" -m ruff check .
 "$python" -m ruff format --check .
-"$python" -m mypy --strict emem_client
-(cd plpython && "../$python" -m mypy emem_db)
+# mypy --strict ([tool.mypy] in pyproject.toml), cached in .mypy_cache. bench and evaluation are
+# scripts whose modules import one another by bare name, and both have a corpus.py and a run.py,
+# so each is checked in a run of its own.
+"$python" -m mypy emem_client plpython/emem_db
+"$python" -m mypy bench
+"$python" -m mypy evaluation
 "$python" -m pytest "$@"

@@ -31,9 +31,9 @@ class Backend:
         self.plpy = plpy
         self.tuning: Tuning = DEFAULT_TUNING
         self._analyser: Analyser | None = None
-        self.plans: dict[tuple, Any] = {}
+        self.plans: dict[tuple[str, tuple[str, ...]], Any] = {}
         # Per statistic read, (when its table was last analysed, the rows read): Reader.statistics
-        self.statistics: dict[str, tuple[tuple, list[dict]]] = {}
+        self.statistics: dict[str, tuple[tuple[str | None, str | None], list[dict[str, Any]]]] = {}
         # (when the server read its configuration files, {emem setting: value}): find.OwnerSettings
         self.file_settings: tuple[Any, dict[str, str]] | None = None
         self._last_interrupt_check = 0.0
@@ -82,7 +82,7 @@ class Backend:
         return plan
 
 
-def backend(GD: dict, plpy: Any, sql_version: str) -> Backend:
+def backend(GD: dict[str, Any], plpy: Any, sql_version: str) -> Backend:
     if sql_version != VERSION:
         plpy.error(
             f"emem's SQL is version {sql_version} but this connection loaded its Python modules at version {VERSION}",

@@ -203,7 +203,8 @@ class Gather:
             )
         if not shape["norm"] > 0 or math.isinf(shape["norm"]):
             self.fail("the question vector is the zero vector (or overflows), which has no cosine distance")
-        return shape["unit"]
+        unit: str = shape["unit"]
+        return unit
 
     # ---- find ---------------------------------------------------------------------------
 
@@ -222,7 +223,7 @@ class Gather:
         page: int,
         page_size: int,
         declaration: Declaration = Declaration(None, None),
-    ) -> dict:
+    ) -> dict[str, Any]:
         caller, request, result = self.prepare(question, vector, page, page_size, declaration)
         return {
             "page": page,
@@ -263,7 +264,7 @@ class Gather:
         reader.phase = "rows"
         return PageResult(reader, lists, timings, merged[offset:], offset, totals)
 
-    def rows(self, result: "PageResult", caller: Caller) -> list[dict]:
+    def rows(self, result: "PageResult", caller: Caller) -> list[dict[str, Any]]:
         """The page's rows the caller may read. A row whose place a lookup gave it only through
         edges the caller cannot read (an edge carries the secrecy of both its ends) is left out
         like a record of an unreadable lane, and such a lookup is not named in found_by."""
@@ -327,7 +328,7 @@ class Gather:
         page: int,
         page_size: int,
         declaration: Declaration = Declaration(None, None),
-    ) -> dict:
+    ) -> dict[str, Any]:
         """The analysed question and, per row of the page, where it came from. For a role that
         reads every lane, or under strict isolation, also each lookup's size and time and each
         row's rank in every list (null: not in it, or beyond what a broad list fetched); an agent
@@ -362,7 +363,7 @@ class Gather:
             return explained
         page_ids = [row["record_id"] for row in rows]
         list_ranks = {name: candidates.ranks(page_ids) for name, candidates in result.lists.items()}
-        explained_rows: list[dict] = explained["rows"]
+        explained_rows: list[dict[str, Any]] = explained["rows"]
         for row in explained_rows:
             row["list_ranks"] = {name: ranks.get(row["record_id"]) for name, ranks in list_ranks.items()}
         sizes = {name: bounded_size(candidates, request.totals_bound) for name, candidates in result.lists.items()}
@@ -396,7 +397,7 @@ class Gather:
         return explained
 
 
-def statements_of(reader: Reader, phase: str) -> list[dict]:
+def statements_of(reader: Reader, phase: str) -> list[dict[str, Any]]:
     """The statements a lookup (or step of the find) ran: which, its text, its rows, its time."""
     return [
         {"name": s.name, "rows": s.rows, "milliseconds": round(s.milliseconds, 3), "sql": " ".join(s.sql.split())}
@@ -416,7 +417,7 @@ def runnable(request: Request) -> list[str]:
     return [name for name in request.weights if not (request.degraded and BY_NAME[name].needs_vector)]
 
 
-def lookups_of(request: Request) -> list[dict]:
+def lookups_of(request: Request) -> list[dict[str, Any]]:
     """The profile's lookups in tie order, as the envelope names them for clients."""
     ran = set(runnable(request))
     return [
@@ -439,5 +440,5 @@ class PageResult:
     totals: Totals
 
 
-def envelope_json(value: dict) -> str:
+def envelope_json(value: dict[str, Any]) -> str:
     return json.dumps(value, ensure_ascii=False)

@@ -80,7 +80,8 @@ def any_of(queries: list[str]) -> str:
 
 
 def quoted_tsquery(plpy: Any, query: str) -> str:
-    return plpy.quote_literal(query) + "::pg_catalog.tsquery"
+    quoted: str = plpy.quote_literal(query)
+    return quoted + "::pg_catalog.tsquery"
 
 
 def quoted_array(plpy: Any, values: list[str], element_type: str) -> str:

@@ -9,6 +9,7 @@ ran (Reader.log).
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 # The kinds of list a plan may choose (lists/): nothing to read; every candidate fetched with its
 # distance (by distance) or with its score (by score first); a match read lazily (by distance, or
@@ -51,5 +52,5 @@ class ListPlan:
         if self.kind not in KINDS:
             raise ValueError(f"unknown list kind {self.kind!r}")
 
-    def shown(self) -> dict:
+    def shown(self) -> dict[str, Any]:
         return {"kind": self.kind, "reason": self.reason, **({"broad": list(self.broad)} if self.broad else {})}

@@ -101,13 +101,14 @@ class Reader:
         citus = "select pg_catalog.to_regclass('pg_catalog.pg_dist_partition') is not null as c"
         if not self.execute("reader.distributed", citus, [], [])[0]["c"]:
             return False
-        return self.execute(
+        distributed: bool = self.execute(
             "reader.distributed",
             """select exists (select 1 from pg_catalog.pg_dist_partition as p
                               where p.logicalrelid operator(pg_catalog.=) 'emem.records'::pg_catalog.regclass) as d""",
             [],
             [],
         )[0]["d"]
+        return distributed
 
     @functools.cached_property
     def exact_limit(self) -> int:
@@ -161,7 +162,7 @@ class Reader:
         )
         return {frozenset(row["elements"]): row["share"] for row in rows if row["elements"] is not None}
 
-    def statistics(self, table: str, column: str, columns: str, joined: str = "") -> list[dict]:
+    def statistics(self, table: str, column: str, columns: str, joined: str = "") -> list[dict[str, Any]]:
         """Columns selected from a column's pg_stats row `s` (and what is joined to it), kept for the
         backend until the table is analysed again. Statistics span every lane."""
         analysed = self.execute(
@@ -200,13 +201,15 @@ class Reader:
             )[0]["n"]
         return self.table_rows[table]
 
-    def execute(self, name: str, sql: str, types: list[str], args: list[Any], cache: bool = True) -> list[dict]:
+    def execute(
+        self, name: str, sql: str, types: list[str], args: list[Any], cache: bool = True
+    ) -> list[dict[str, Any]]:
         """Run a statement (`name`: which one, as explain lists it); its plan is kept for the backend
         unless the text holds values (cache=False), which would fill the cache with one plan per
         question."""
         started = time.perf_counter()
         plan = self.state.plan(sql, types) if cache else self.plpy.prepare(sql, types)
-        rows = self.plpy.execute(plan, args)
+        rows: list[dict[str, Any]] = self.plpy.execute(plan, args)
         self.log.append(Statement(self.phase, name, sql, len(rows), (time.perf_counter() - started) * 1000))
         return rows
 

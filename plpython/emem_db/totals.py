@@ -79,22 +79,21 @@ def total_candidates(reader: Reader, lists: list[CandidateList]) -> int:
             "select pg_catalog.count(*) as n from pg_catalog.unnest($1::bigint[]) as id"
             f" where not ({reader.sets.holds(match.everything, 'id')})"
         )
-        return (
-            candidates.size()
-            + reader.execute(
-                "totals.total_candidates",
-                outside,
-                ["bigint[]"],
-                [list(at_hand)],
-                cache=False,
-            )[0]["n"]
-        )
+        outside_count: int = reader.execute(
+            "totals.total_candidates",
+            outside,
+            ["bigint[]"],
+            [list(at_hand)],
+            cache=False,
+        )[0]["n"]
+        return candidates.size() + outside_count
     at_hand.update(record_id for _, match in counted for record_id in match.known_ids)
     union = " union ".join(f"({reader.sets.ids(match.records)})" for _, match in counted)
-    return reader.execute(
+    total: int = reader.execute(
         "totals.total_candidates",
         f"select pg_catalog.count(*) as n from ({union} union select pg_catalog.unnest($1::bigint[])) as c",
         ["bigint[]"],
         [list(at_hand)],
         cache=False,
     )[0]["n"]
+    return total

@@ -4,6 +4,7 @@ import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..merge import Candidate
 from ..plans import ListPlan
@@ -117,7 +118,7 @@ class CandidateList(ABC):
     def counting(self) -> Counting:
         """What the totals count of this list."""
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """What the list reads, as explain shows it: its kind and, for a lazy list, its sets."""
         return {"list": type(self).__name__, "read": len(self.read())}
 
@@ -152,7 +153,7 @@ def walk(candidates: CandidateList) -> Iterator[Candidate]:
             return
 
 
-def distance_order(candidate: Candidate) -> tuple:
+def distance_order(candidate: Candidate) -> tuple[bool, float, int]:
     """Nearest first, records without a distance last, ties by record id."""
     return (candidate.distance is None, candidate.distance or 0.0, candidate.record_id)
 

@@ -15,6 +15,7 @@ one end of the record ids), and it is read whole.
 """
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ..lists.base import CandidateList, Counting, Match, Size
 from ..merge import Candidate
@@ -86,7 +87,7 @@ class BroadList(CandidateList):
     def counting(self) -> Counting:
         return Counting(self.match.known_ids, self.match)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {
             "list": "BroadList",
             "match": describe(self.match.everything),

@@ -6,6 +6,7 @@ is an index probe per record, and most of a broad match sits in low levels no pa
 import bisect
 import operator
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ..lists.base import Counting, WholeList
 from ..merge import Candidate
@@ -22,7 +23,7 @@ class ScoredList(WholeList):
         self.loaded: list[Candidate] = []
 
     @classmethod
-    def from_statement(cls, reader: Reader, name: str, sql: str, types: list[str], args: list) -> "ScoredList":
+    def from_statement(cls, reader: Reader, name: str, sql: str, types: list[str], args: list[Any]) -> "ScoredList":
         """The list a statement gives that selects fragments.SCORED_ARRAYS from its `found`."""
         row = reader.execute(name, sql, types, args)[0]
         return cls(reader, list(row["record_ids"] or ()), [float(s) for s in row["scores"] or ()])

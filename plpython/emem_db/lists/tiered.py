@@ -119,7 +119,7 @@ class TieredList(CandidateList):
     def counting(self) -> Counting:
         return self.whole.counting()
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {
             "list": "TieredList",
             "match": describe(self.whole.match.everything),

@@ -115,7 +115,7 @@ def ends_up_to(reader: Reader, labels: list[str], limit: int) -> int:
     if most >= limit or len(labels) == 1:
         return min(most, limit)
     # Each label holds fewer than the limit: their union is counted whole, in SQL.
-    union = reader.execute(
+    union: int = reader.execute(
         "edges.ends_up_to",
         f"""select pg_catalog.count(distinct el.record_id) as n from emem.edge_labels as el
             where el.label operator(pg_catalog.=) any ($1){reader.sets.ends_within()}""",

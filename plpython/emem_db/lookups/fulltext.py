@@ -117,7 +117,8 @@ def is_broad(reader: Reader, queries: list[str], sizes: list[Size]) -> bool:
     counted = reader.execute(
         "fulltext.is_broad", reader.sets.count_up_to(TextMatching(any_of(queries)), limit + 1), [], [], cache=False
     )
-    return counted[0]["n"] > limit
+    count: int = counted[0]["n"]
+    return count > limit
 
 
 def fulltext_by_idf(reader: Reader, terms: TermQueries, found: "Frequencies") -> CandidateList:

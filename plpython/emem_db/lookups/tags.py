@@ -343,7 +343,8 @@ class WholeTagMatchCounter(Counter):
             [],
             cache=False,
         )[0]
-        return row["n"]
+        count: int = row["n"]
+        return count
 
     def count_up_to(self, limit: int) -> int:
         match = self.match

@@ -10,6 +10,8 @@ Tuning.thread_radius positions of an anchor: by the anchor's IDF, then by how fa
 distance (degraded: by position, then record id). Dates stay out of the order.
 """
 
+from typing import Any
+
 from .. import fragments
 from ..lists.base import CandidateList, planned
 from ..lists.fetched import FetchedList
@@ -48,7 +50,7 @@ def thread_context(reader: Reader) -> CandidateList:
     return planned(FetchedList(around_anchors(reader, anchors)), plan)
 
 
-def around_anchors(reader: Reader, anchors: list[dict]) -> list[Candidate]:
+def around_anchors(reader: Reader, anchors: list[dict[str, Any]]) -> list[Candidate]:
     """The records of each anchor's thread within Tuning.thread_radius positions of it: by the
     anchor's score, then steps from it (a record near several: its best), then distance (degraded:
     none), then position, then record id."""
