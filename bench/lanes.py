@@ -28,7 +28,7 @@ EDGE_LANE_EDGES = 100_000
 RELATION = "reconciled"  # its edges' relation: the question's "reconciled" (lemma reconcile) names it
 NO_RELATION = "pondered"  # no tag, edge or text holds it
 AGENT_LANE = "ops"
-AGENTS = {"seed": "bench_ops_seed", "strict": "bench_ops_strict"}
+AGENTS = {"page_filter": "bench_ops_page_filter", "strict": "bench_ops_strict"}
 
 
 def ensure_edge_lane(conn: psycopg.Connection, corpus: Corpus, space: int, writes: Writes) -> dict[str, Any] | None:
