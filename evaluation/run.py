@@ -24,6 +24,7 @@ from typing import Any, TextIO, cast
 import psycopg
 from corpus import Corpus, build_corpus
 from pages import PAGE_SIZE, Answer, Loaded, explain, recall
+from psycopg import sql
 from records import build_records_corpus
 from relations import build_relations_corpus
 from sessions import build_sessions_corpus
@@ -112,13 +113,17 @@ def server_dsn(dbname: str) -> str:
     )
 
 
-def fresh_database(name: str) -> psycopg.Connection:
+def fresh_database(name: str, version: str | None) -> psycopg.Connection:
+    """A new database with the extension at `version` (None: the server's default version)."""
     with psycopg.connect(server_dsn("postgres"), autocommit=True) as admin:
         admin.execute(f'drop database if exists "{name}" with (force)')
         admin.execute(f'create database "{name}"')
     conn = psycopg.connect(server_dsn(name), autocommit=True)
     conn.execute("set client_min_messages = warning")
-    conn.execute("create extension emem cascade")
+    if version is None:
+        conn.execute("create extension emem cascade")
+    else:
+        conn.execute(sql.SQL("create extension emem version {} cascade").format(sql.Literal(version)))
     return conn
 
 
@@ -312,7 +317,7 @@ def evaluate_corpus(
     results: dict[str, Recalls] = {}
     analysed: dict[str, list[Answer]] = {}
     started = time.perf_counter()
-    with fresh_database(f"{args.database}_{name}") as conn:
+    with fresh_database(f"{args.database}_{name}", args.extension_version) as conn:
         loaded = load(conn, corpus, gateway)
         question_vectors = gateway.embed([q.text for q in corpus.questions])
         for configuration, (profile, tuning) in profiles.items():
@@ -372,6 +377,12 @@ def main() -> None:
         "--database",
         default=os.environ.get("EMEM_EVAL_DATABASE", "emem_eval"),
         help="prefix of the databases made (and dropped first) for the corpora: PREFIX_own, ... (default emem_eval)",
+    )
+    parser.add_argument(
+        "--extension-version",
+        metavar="VERSION",
+        help="create the extension at this release (e.g. 0.2.1, the previous one: its modules come with "
+        "make install-legacy-modules) instead of the server's default, to compare releases",
     )
     args = parser.parse_args()
     chosen = [name.strip() for name in args.corpora.split(",") if name.strip()]
