@@ -361,7 +361,7 @@ def main(argv: list[str]) -> int:
     beside_figures = (
         run_beside(args, questions, target, beside) | previous if beside is not None and previous is not None else None
     )
-    say("another lane's edges: agents reading lane ops, seed and strict")
+    say("another lane's edges: agents reading lane ops, under page_filter and strict")
     lanes = run_lanes(server, args, questions)
     say(f"fresh connections: {args.fresh_connections} per question ({', '.join(FRESH_KINDS)})")
     fresh = {
