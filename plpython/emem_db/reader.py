@@ -67,6 +67,9 @@ class Reader:
         self.request = request
         self.reach = reach
         self.table_rows: dict[str, float] = {}
+        # Each edge label's ends as counted for this request, with the limit they were counted up
+        # to: the lookup, the page and the totals ask for the same count.
+        self.counted_ends: dict[str, tuple[int, int]] = {}
         # Every statement the lookups, lists and totals ran, in order; `phase` is the lookup (or
         # step of the find) running them.
         self.log: list[Statement] = []

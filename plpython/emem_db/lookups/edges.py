@@ -101,15 +101,7 @@ def ends_up_to(reader: Reader, labels: list[str], limit: int) -> int:
     up to the limit from its index range; their union only when each holds fewer."""
     most = 0
     for label in labels:
-        row = reader.execute(
-            "edges.label_ends_up_to",
-            f"""select pg_catalog.count(*) as n from (
-                    select distinct el.record_id from emem.edge_labels as el
-                    where el.label = $1{reader.sets.ends_within()} limit $2) as r""",
-            ["text", "bigint"],
-            [label, limit],
-        )[0]
-        most = max(most, row["n"])
+        most = max(most, label_ends_up_to(reader, label, limit))
         if most >= limit:
             break
     if most >= limit or len(labels) == 1:
@@ -123,6 +115,25 @@ def ends_up_to(reader: Reader, labels: list[str], limit: int) -> int:
         [labels],
     )[0]["n"]
     return min(union, limit)
+
+
+def label_ends_up_to(reader: Reader, label: str, limit: int) -> int:
+    """How many records end an edge with this label, up to a limit; counted once per request as
+    far as it was asked for (a count below its limit is exact; one that reached it holds for any
+    limit up to that one)."""
+    known = reader.counted_ends.get(label)
+    if known is not None and (known[0] < known[1] or limit <= known[1]):
+        return min(known[0], limit)
+    counted: int = reader.execute(
+        "edges.label_ends_up_to",
+        f"""select pg_catalog.count(*) as n from (
+                select distinct el.record_id from emem.edge_labels as el
+                where el.label = $1{reader.sets.ends_within()} limit $2) as r""",
+        ["text", "bigint"],
+        [label, limit],
+    )[0]["n"]
+    reader.counted_ends[label] = (counted, limit)
+    return counted
 
 
 def label_ends(reader: Reader, labels: list[str]) -> list[int]:
