@@ -250,19 +250,16 @@ class Reader:
 
     def distances(self, record_ids: Iterable[int]) -> dict[int, float | None]:
         """Each record's cosine distance to the question vector (None: no vector in the active
-        space, or degraded), read from the records by id with their vectors (a cluster's shards
-        each answer for theirs: no vector leaves a shard)."""
+        space, or degraded), read from the vectors by id (a cluster's shards each answer for
+        theirs: no vector leaves a shard). A record without a vector has no row."""
         wanted = list(dict.fromkeys(record_ids))
         if self.degraded or not wanted:
             return dict.fromkeys(wanted)
         rows = self.execute(
             "reader.distances",
-            f"""select r.record_id, rv.embedding operator(public.<=>) $2::public.vector as distance
-                from emem.records as r
-                left join emem.record_vectors as rv
-                       on rv.lane_name = r.lane_name and rv.space_id = {self.space.space_id:d}
-                      and rv.record_id = r.record_id
-                where r.record_id operator(pg_catalog.=) any ($1)""",
+            f"""select rv.record_id, rv.embedding operator(public.<=>) $2::public.vector as distance
+                from emem.record_vectors as rv
+                where rv.space_id = {self.space.space_id:d} and rv.record_id operator(pg_catalog.=) any ($1)""",
             ["bigint[]", "public.vector"],
             [wanted, self.request.vector],
         )
