@@ -271,16 +271,42 @@ class Reader:
         dimension = self.space.dimension
         return f"({column}::public.vector({dimension:d}) operator(public.<=>) $1::public.vector({dimension:d}))"
 
-    def scan(self, name: str, sql: str, count: int, ef_search: int, settings: dict[str, str]) -> list[Candidate]:
+    def scan(
+        self, name: str, sql: str, count: int, ef_search: int, settings: dict[str, str], cache: bool = True
+    ) -> list[Candidate]:
         """The candidates of an HNSW scan (`sql` takes the question vector as $1 and the count as $2,
-        and selects record_id, distance and windows), run by emem._scan with hnsw.ef_search at least
-        `ef_search` and these settings, so that they reach a Citus cluster's shards too."""
-        return self.candidates(
-            name,
-            "select * from emem._scan($1, $2, $3, $4, $5)",
-            ["text", "public.vector", "int", "int", "jsonb"],
-            [sql, self.request.vector, count, ef_search, json.dumps(settings)],
+        and selects record_id, distance and windows) with hnsw.ef_search at least `ef_search` and
+        these settings. On a Citus cluster emem._scan runs it, SET LOCAL, so that the settings reach
+        the shards; on one node the statement's plan is kept (unless its text holds values:
+        cache=False) and the settings are set around it, which saves planning it on every find."""
+        if self.distributed:
+            return self.candidates(
+                name,
+                "select * from emem._scan($1, $2, $3, $4, $5)",
+                ["text", "public.vector", "int", "int", "jsonb"],
+                [sql, self.request.vector, count, ef_search, json.dumps(settings)],
+            )
+        wanted = dict(settings)
+        if "hnsw.ef_search" not in wanted:  # as emem._scan: at least ef_search, unless the settings fix it
+            current = "select pg_catalog.current_setting('hnsw.ef_search')::integer as n"
+            wanted["hnsw.ef_search"] = str(max(ef_search, self.execute("reader.ef_search", current, [], [])[0]["n"]))
+        saved = self.set_locally(wanted)
+        try:
+            return self.candidates(name, sql, ["public.vector", "int"], [self.request.vector, count], cache)
+        finally:
+            self.set_locally(saved)
+
+    def set_locally(self, settings: dict[str, str]) -> dict[str, str]:
+        """Sets these settings for the rest of the transaction; the values they had."""
+        rows = self.execute(
+            "reader.set_locally",
+            """select s.name, pg_catalog.current_setting(s.name) as was, pg_catalog.set_config(s.name, s.value, true)
+               from rows from (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]))
+               with ordinality as s(name, value, n) order by s.n""",
+            ["text[]", "text[]"],
+            [list(settings), list(settings.values())],
         )
+        return {row["name"]: row["was"] for row in rows}
 
 
 def distance_key(distance: float | None) -> tuple[bool, float]:

@@ -138,7 +138,7 @@ class BroadList(CandidateList):
             "hnsw.ef_search": str(reader.tuning.filtered_scan_ef_search),  # fixed: a longer fetch extends a shorter
             "hnsw.max_scan_tuples": str(budget),
         }
-        return reader.scan("lists.broad.nearest_matching", sql, limit, 1, scan)
+        return reader.scan("lists.broad.nearest_matching", sql, limit, 1, scan, cache=False)  # the text holds the match
 
     def exact(self) -> list[Candidate]:
         """The whole match by distance (degraded: by record id)."""
