@@ -41,7 +41,7 @@ def percentiles(times: list[float]) -> dict[str, float]:
     return {
         "p50": round(float(np.percentile(values, 50)), 3),
         "p95": round(float(np.percentile(values, 95)), 3),
-        "min": round(float(values.min()), 3),
+        "min": round(min(times), 3),
         "n": len(times),
     }
 

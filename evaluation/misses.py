@@ -301,7 +301,7 @@ def stop_word_pull(
         ranks = np.array([p.entity_ranks for p in pulls], dtype=np.float64)
         print(
             f"    {group} ({len(pulls)} questions): tags list {sizes[:, 0].mean():.1f} / {sizes[:, 1].mean():.1f}"
-            f" records (largest {int(sizes[:, 0].max())}); the named entity's median rank there"
+            f" records (largest {int(np.max(sizes[:, 0]))}); the named entity's median rank there"
             f" {median_rank(ranks[:, 0])} / {median_rank(ranks[:, 1])}; R@10"
             f" {np.mean([p.at_10[0] for p in pulls]):.3f} / {np.mean([p.at_10[1] for p in pulls]):.3f}, R@30"
             f" {np.mean([p.at_30[0] for p in pulls]):.3f} / {np.mean([p.at_30[1] for p in pulls]):.3f}"
