@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+from queries import scalar
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,7 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 @dataclass
@@ -36,7 +38,7 @@ class Cluster:
     launcher: list[str] = field(default_factory=list)
     python_path: str | None = None
 
-    def run(self, *command: str, check: bool = True) -> subprocess.CompletedProcess:
+    def run(self, *command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
         env = {**os.environ, **({"PYTHONPATH": self.python_path} if self.python_path else {})}
         done = subprocess.run([*prefix, *command], capture_output=True, text=True, timeout=180, env=env)
@@ -125,19 +127,20 @@ def _state(pid: int) -> str:
 def plpython_modules(db: psycopg.Connection) -> str:
     """Where the test server's PL/Python finds emem's modules (this release's package), for a
     cluster of the same install."""
-    version = db.execute("select extversion from pg_extension where extname = 'emem'").fetchone()[0]
+    version: str = scalar(db, "select extversion from pg_extension where extname = 'emem'")
     package = "emem_db_" + version.replace(".", "_")
     db.execute(
         "create or replace function pg_temp.emem_modules() returns text language plpython3u as"
         f" $$ import {package}, os; return os.path.dirname(os.path.dirname({package}.__file__)) $$"
     )
-    return db.execute("select pg_temp.emem_modules()").fetchone()[0]
+    modules: str = scalar(db, "select pg_temp.emem_modules()")
+    return modules
 
 
 @contextlib.contextmanager
 def throwaway_cluster(db: psycopg.Connection, prefix: str, launcher: list[str] | None = None) -> Iterator[Cluster]:
     """A running cluster of its own, like the test server's, with emem in database postgres."""
-    bindir = Path(db.execute("select setting from pg_config where name = 'BINDIR'").fetchone()[0])
+    bindir = Path(scalar(db, "select setting from pg_config where name = 'BINDIR'"))
     datadir = Path(tempfile.mkdtemp(prefix=f"emem-{prefix}-"))
     if os.geteuid() == 0:
         shutil.chown(datadir, "postgres", "postgres")

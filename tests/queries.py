@@ -4,7 +4,11 @@ selects no row is an error here, where psycopg's fetchone() would give None)."""
 from typing import Any
 
 import psycopg
-from psycopg.abc import Params, Query
+from psycopg import sql
+from psycopg.abc import Params
+
+# What Connection.execute takes (psycopg's own Query also names template strings, which it takes apart).
+Query = str | bytes | sql.SQL | sql.Composed
 
 
 def row(conn: psycopg.Connection, query: Query, params: Params | None = None) -> tuple[Any, ...]:

@@ -11,17 +11,26 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from queries import scalar
 
 ROOT = Path(__file__).resolve().parent.parent
 SQL = ROOT / "sql"
 RELEASES = SQL / "releases"
 BUILD = ROOT / "build"
-CURRENT = re.search(r"^default_version\s*=\s*'([^']+)'", (ROOT / "emem.control").read_text(), flags=re.MULTILINE).group(
-    1
-)
 
 
-def version_key(version: str) -> tuple:
+def control_default_version() -> str:
+    """The release `CREATE EXTENSION emem` installs (emem.control's default_version)."""
+    found = re.search(r"^default_version\s*=\s*'([^']+)'", (ROOT / "emem.control").read_text(), flags=re.MULTILINE)
+    if found is None:
+        raise LookupError("emem.control names no default_version")
+    return found.group(1)
+
+
+CURRENT = control_default_version()
+
+
+def version_key(version: str) -> tuple[int | str, ...]:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"[.-]", version))
 
 
@@ -65,7 +74,7 @@ def scratch_database(db: psycopg.Connection, purpose: str) -> Iterator[psycopg.C
 
 def check_installed(db: psycopg.Connection, script: Path) -> None:
     """The server's copy of a script is the one built or shipped here (make install puts it there)."""
-    sharedir = Path(db.execute("select setting from pg_config where name = 'SHAREDIR'").fetchone()[0])
+    sharedir = Path(scalar(db, "select setting from pg_config where name = 'SHAREDIR'"))
     installed = sharedir / "extension" / script.name
     assert installed.exists() and installed.read_text() == script.read_text(), (
         f"the server's {installed} is missing or differs from {script.relative_to(ROOT)}: run make install"
