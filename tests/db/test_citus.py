@@ -21,6 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 from clusters import Cluster, free_port, plpython_modules
+from queries import row, scalar
 from tuned import read_lazily
 
 DIMENSION = 128  # 250 such vectors take some 130 kB: more than the cap on intermediate results
@@ -41,7 +42,7 @@ QUESTIONS = [
 
 
 def citus_available(db: psycopg.Connection) -> bool:
-    sharedir = Path(db.execute("select setting from pg_config where name = 'SHAREDIR'").fetchone()[0])
+    sharedir = Path(scalar(db, "select setting from pg_config where name = 'SHAREDIR'"))
     return (sharedir / "extension" / "citus.control").exists()
 
 
@@ -62,7 +63,7 @@ def write_corpus(conn: psycopg.Connection, roles: dict[str, str]) -> None:
         conn.execute("select emem.create_lane(%s)", (lane,))
     conn.execute("select emem.create_embedding_space('m', %s, null, true)", (DIMENSION,))
     words = ["invoice", "budget", "release", "audit", "plan", "notes", "apollo", "kestrel", "q3", "north wind"]
-    items = []
+    items: list[dict[str, object]] = []
     for n in range(240):
         lane = LANES[n % 3]
         tags = ["common"] if n % 2 else []
@@ -123,9 +124,9 @@ def answers(conn: psycopg.Connection, roles: dict[str, str]) -> dict[str, Any]:
             for question in QUESTIONS:
                 for vector in (question_vector(question), None):
                     for page in (1, 2):
-                        envelope = conn.execute(
-                            "select emem.e_gather_find_envelope(%s, %s::vector, %s, 12)", (question, vector, page)
-                        ).fetchone()[0]
+                        envelope = scalar(
+                            conn, "select emem.e_gather_find_envelope(%s, %s::vector, %s, 12)", (question, vector, page)
+                        )
                         key = f"{reader} {name} {question!r} {'vector' if vector else 'degraded'} page {page}"
                         found[key] = {
                             "totals": (envelope["total_candidates"], envelope["total_pages"], envelope["totals_exact"]),
@@ -148,7 +149,7 @@ class CitusCluster:
     """A coordinator and two workers of the test server's binaries, Citus preloaded."""
 
     def __init__(self, db: psycopg.Connection, stack: ExitStack) -> None:
-        bindir = Path(db.execute("select setting from pg_config where name = 'BINDIR'").fetchone()[0])
+        bindir = Path(scalar(db, "select setting from pg_config where name = 'BINDIR'"))
         modules = plpython_modules(db)
         self.nodes: list[Cluster] = []
         for n in range(3):
@@ -181,14 +182,21 @@ class CitusCluster:
     @staticmethod
     def placements(conn: psycopg.Connection) -> int:
         """On how many workers the records' lanes are placed."""
-        return conn.execute(
+        count: int = scalar(
+            conn,
             "select count(distinct p.nodeport) from emem.lanes as l join pg_dist_shard_placement as p"
-            " on p.shardid = get_shard_id_for_distribution_column('emem.records', l.lane_name)"
-        ).fetchone()[0]
+            " on p.shardid = get_shard_id_for_distribution_column('emem.records', l.lane_name)",
+        )
+        return count
+
+
+# The cluster and the roles of its two readers (by lane isolation mode); one node's database and its readers.
+Citus = tuple[CitusCluster, dict[str, str]]
+OneNode = tuple[psycopg.Connection, dict[str, str]]
 
 
 @pytest.fixture(scope="module")
-def citus(server: None, postgresql_noproc: Any) -> Iterator[tuple[CitusCluster, dict[str, str]]]:
+def citus(server: None, postgresql_noproc: Any) -> Iterator[Citus]:
     info = postgresql_noproc
     probe = f"emem_citus_probe_{free_port()}"
     with psycopg.connect(host=info.host, port=info.port, user=info.user, dbname="postgres", autocommit=True) as admin:
@@ -213,14 +221,14 @@ def citus(server: None, postgresql_noproc: Any) -> Iterator[tuple[CitusCluster, 
 
 
 @pytest.fixture
-def one_node(db: psycopg.Connection, make_role: Callable[..., str], citus: tuple) -> tuple[psycopg.Connection, dict]:
+def one_node(db: psycopg.Connection, make_role: Callable[..., str], citus: Citus) -> OneNode:
     _, cluster_roles = citus
     roles = {mode: make_role(f"one_{mode}") for mode in cluster_roles}
     write_corpus(db, roles)
     return db, roles
 
 
-def test_every_find_gives_the_pages_and_totals_of_one_node(citus: tuple, one_node: tuple) -> None:
+def test_every_find_gives_the_pages_and_totals_of_one_node(citus: Citus, one_node: OneNode) -> None:
     cluster, cluster_roles = citus
     db, roles = one_node
     expected = answers(db, roles)
@@ -237,18 +245,15 @@ def test_every_find_gives_the_pages_and_totals_of_one_node(citus: tuple, one_nod
 
 def plan_kinds(conn: psycopg.Connection) -> set[str]:
     """The kinds of list the owner's finds of the questions plan, with a vector and degraded."""
-    return {
-        lookup["plan"]["kind"]
+    explained = (
+        scalar(conn, "select emem.e_gather_explain(%s, %s::vector, 1, 12)", (question, vector))
         for question in QUESTIONS
         for vector in (question_vector(question), None)
-        for lookup in conn.execute("select emem.e_gather_explain(%s, %s::vector, 1, 12)", (question, vector))
-        .fetchone()[0]["lookups"]
-        .values()
-        if "plan" in lookup
-    }
+    )
+    return {lookup["plan"]["kind"] for explain in explained for lookup in explain["lookups"].values() if "plan" in lookup}
 
 
-def test_a_cluster_reads_every_match_whole_however_tuned(citus: tuple, one_node: tuple) -> None:
+def test_a_cluster_reads_every_match_whole_however_tuned(citus: Citus, one_node: OneNode) -> None:
     # A lazy read walks records in id order a few at a time, probing each: a cluster cannot push
     # that down, and a LIMIT over the shards' rows would take whichever shard answered first.
     cluster, cluster_roles = citus
@@ -262,7 +267,7 @@ def test_a_cluster_reads_every_match_whole_however_tuned(citus: tuple, one_node:
         assert answers(conn, cluster_roles) == as_tuned
 
 
-def test_pgvector_settings_reach_every_shard_of_a_scan(citus: tuple) -> None:
+def test_pgvector_settings_reach_every_shard_of_a_scan(citus: Citus) -> None:
     # Each shard reports what it ran with (the cause of 80 rows for the 100 nearest), for emem._scan
     # called from PL/Python as a find calls it.
     cluster, _ = citus
@@ -290,7 +295,7 @@ def test_pgvector_settings_reach_every_shard_of_a_scan(citus: tuple) -> None:
     assert reported == [(123.0, [1], total)], reported
 
 
-def test_an_agent_reads_only_its_lanes_directly_on_the_cluster(citus: tuple) -> None:
+def test_an_agent_reads_only_its_lanes_directly_on_the_cluster(citus: Citus) -> None:
     """Row-level security on the shards: the policies' functions read the bindings (reference tables)."""
     cluster, roles = citus
     with cluster.connect() as conn:
@@ -303,35 +308,31 @@ def test_an_agent_reads_only_its_lanes_directly_on_the_cluster(citus: tuple) -> 
     assert lanes == tags == {"alpha", "gamma"} and edges == (0,)
 
 
-def test_writes_edits_and_the_embedding_queue_work_on_the_cluster(citus: tuple) -> None:
+def test_writes_edits_and_the_embedding_queue_work_on_the_cluster(citus: Citus) -> None:
     cluster, _ = citus
     with cluster.connect() as conn:
-        [record] = conn.execute(
-            "select emem.put_record('note', 'written on the cluster', 'beta', array['fresh'])"
-        ).fetchone()
+        [record] = row(conn, "select emem.put_record('note', 'written on the cluster', 'beta', array['fresh'])")
         conn.execute("select emem.tag_record(%s, array['more'])", (record,))
         conn.execute("select emem.update_record(%s, content => 'edited on the cluster')", (record,))
         with conn.transaction():
             claimed = conn.execute("select queue_id, texts from emem.claim_embeddings(1, 10)").fetchall()
             assert ("edited on the cluster",) in {tuple(texts) for _, texts in claimed}
             vectors = [json.dumps(unit(random.Random(queue_id))) for queue_id, _ in claimed]
-            stored = conn.execute(
-                "select emem.store_embeddings(%s, %s::vector[])", ([q for q, _ in claimed], vectors)
-            ).fetchone()[0]
+            stored = scalar(conn, "select emem.store_embeddings(%s, %s::vector[])", ([q for q, _ in claimed], vectors))
         assert stored == len(claimed)
-        assert conn.execute("select emem.e_health('m', %s)", (DIMENSION,)).fetchone()[0]["status"] == "ok"
+        assert scalar(conn, "select emem.e_health('m', %s)", (DIMENSION,))["status"] == "ok"
         assert conn.execute("select emem.move_records(array[%s]::bigint[], 'alpha')", (record,)).fetchone() == (1,)
         lanes = {
-            table: conn.execute(
-                f"select array_agg(distinct lane_name) from emem.{table} where record_id = %s", (record,)
-            ).fetchone()[0]
+            table: scalar(
+                conn, f"select array_agg(distinct lane_name) from emem.{table} where record_id = %s", (record,)
+            )
             for table in ("records", "record_tags", "record_vectors")
         }
         assert lanes == {"records": ["alpha"], "record_tags": ["alpha"], "record_vectors": ["alpha"]}
         assert conn.execute("select emem.delete_records(array[%s]::bigint[])", (record,)).fetchone() == (1,)
 
 
-def test_derived_row_checks_refuse_a_cluster_and_say_where_they_run(citus: tuple) -> None:
+def test_derived_row_checks_refuse_a_cluster_and_say_where_they_run(citus: Citus) -> None:
     cluster, _ = citus
     with cluster.connect() as conn:
         for function in ("check_derived", "rebuild_derived"):

@@ -6,14 +6,13 @@ from collections.abc import Callable
 
 import psycopg
 import pytest
+from queries import scalar
 
 ROUNDS = 20
 
 
 def spaces(db: psycopg.Connection, count: int) -> list[int]:
-    return [
-        db.execute("select emem.create_embedding_space(%s, 3)", (f"model-{n}",)).fetchone()[0] for n in range(count)
-    ]
+    return [scalar(db, "select emem.create_embedding_space(%s, 3)", (f"model-{n}",)) for n in range(count)]
 
 
 def active_spaces(db: psycopg.Connection) -> list[int]:
@@ -21,7 +20,8 @@ def active_spaces(db: psycopg.Connection) -> list[int]:
 
 
 def waiting_on_a_lock(db: psycopg.Connection, pid: int) -> bool:
-    return db.execute("select wait_event_type = 'Lock' from pg_stat_activity where pid = %s", (pid,)).fetchone()[0]
+    # wait_event_type is null while the backend is not waiting at all
+    return scalar(db, "select wait_event_type = 'Lock' from pg_stat_activity where pid = %s", (pid,)) is True
 
 
 def test_a_second_activation_waits_for_the_first_and_then_wins(db: psycopg.Connection, dsn: Callable[..., str]) -> None:
