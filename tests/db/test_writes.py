@@ -2,6 +2,7 @@
 
 import functools
 import json
+from collections.abc import Callable
 
 import psycopg
 import pytest
@@ -29,14 +30,15 @@ def space(built: int) -> int:
 
 
 def count(db: psycopg.Connection, table: str) -> int:
-    return db.execute(f"select count(*) from emem.{table}").fetchone()[0]
+    rows: int = scalar(db, f"select count(*) from emem.{table}")
+    return rows
 
 
 put = functools.partial(put_one, lane="sales")
 
 
 def test_create_lane_is_idempotent_and_checks_the_name(db: psycopg.Connection) -> None:
-    assert db.execute("select emem.create_lane('sales')").fetchone()[0] == "sales"
+    assert scalar(db, "select emem.create_lane('sales')") == "sales"
     db.execute("select emem.create_lane('sales')")
     assert count(db, "lanes") == 1
     with pytest.raises(errors.InvalidParameterValue, match="invalid lane name"):
@@ -52,7 +54,7 @@ def test_agent_profile_needs_known_lanes(db: psycopg.Connection) -> None:
     assert db.execute("select lane_name from emem.profile_lanes").fetchall() == [("sales",)]
 
 
-def test_bind_role_checks_role_and_profile(db: psycopg.Connection, make_role) -> None:
+def test_bind_role_checks_role_and_profile(db: psycopg.Connection, make_role: MakeRole) -> None:
     role = make_role()
     with pytest.raises(errors.InvalidParameterValue, match="unknown agent profile"):
         db.execute("select emem.bind_role(%s, 'nobody')", (role,))
@@ -61,8 +63,8 @@ def test_bind_role_checks_role_and_profile(db: psycopg.Connection, make_role) ->
 
 
 def test_embedding_space_gets_hnsw_indexes_and_one_is_active(db: psycopg.Connection) -> None:
-    first = db.execute("select emem.create_embedding_space('m1', 3, null, true)").fetchone()[0]
-    second = db.execute("select emem.create_embedding_space('m2', 5, null, true)").fetchone()[0]
+    first = scalar(db, "select emem.create_embedding_space('m1', 3, null, true)")
+    second = scalar(db, "select emem.create_embedding_space('m2', 5, null, true)")
     assert db.execute("select space_id from emem.embedding_spaces where is_active").fetchall() == [(second,)]
     indexes = {row[0] for row in db.execute("select indexdef from pg_indexes where schemaname = 'emem'")}
     for space_id, dimension in ((first, 3), (second, 5)):
@@ -80,10 +82,10 @@ def test_embedding_space_gets_hnsw_indexes_and_one_is_active(db: psycopg.Connect
 
 @SPACE
 def test_put_record_returns_its_id_with_tags(db: psycopg.Connection, space: int) -> None:
-    record_id = db.execute(
-        "select emem.put_record('note', 'Kowalski billed INV-2031', 'sales', array['Invoice', ' Project  Apollo '])"
-    ).fetchone()[0]
-    assert db.execute("select tags from emem.record_summaries where record_id = %s", (record_id,)).fetchone()[0] == [
+    record_id = scalar(
+        db, "select emem.put_record('note', 'Kowalski billed INV-2031', 'sales', array['Invoice', ' Project  Apollo '])"
+    )
+    assert scalar(db, "select tags from emem.record_summaries where record_id = %s", (record_id,)) == [
         "invoice",
         "project apollo",
     ]
@@ -109,7 +111,7 @@ def test_put_record_returns_its_id_with_tags(db: psycopg.Connection, space: int)
     ],
 )
 def test_bad_record_is_refused_and_nothing_is_written(
-    db: psycopg.Connection, space: int, item: dict, message: str
+    db: psycopg.Connection, space: int, item: dict[str, object], message: str
 ) -> None:
     good = {"kind": "note", "content": "fine", "lane": "sales"}
     with pytest.raises((errors.InvalidParameterValue, errors.InsufficientPrivilege), match=message):
@@ -187,7 +189,7 @@ def test_tag_and_untag(db: psycopg.Connection, space: int) -> None:
     record_id = put(db)
     db.execute("select emem.tag_record(%s, array['A', 'b'])", (record_id,))
     db.execute("select emem.tag_record(%s, array['a'])", (record_id,))
-    assert db.execute("select emem.untag_record(%s, array['B', 'zzz'])", (record_id,)).fetchone()[0] == 1
+    assert scalar(db, "select emem.untag_record(%s, array['B', 'zzz'])", (record_id,)) == 1
     assert db.execute("select tag from emem.record_tags").fetchall() == [("a",)]
     with pytest.raises(errors.InvalidParameterValue, match="tags must be an array of 1 to 1000 texts"):
         db.execute("select emem.tag_record(%s, array[''])", (record_id,))
@@ -223,10 +225,10 @@ def conversation(db: psycopg.Connection, thread: str, turns: int, lane: str = "s
 @SPACE
 def test_window_over_consecutive_turns(db: psycopg.Connection, space: int) -> None:
     turns = conversation(db, "c1", 4)
-    window_id = db.execute("select emem.put_window(%s, '[1,1,0]')", (turns[1:4],)).fetchone()[0]
+    window_id = scalar(db, "select emem.put_window(%s, '[1,1,0]')", (turns[1:4],))
     assert db.execute("select thread_id, first_position, last_position from emem.windows").fetchone() == ("c1", 1, 3)
     assert sorted(r[0] for r in db.execute("select record_id from emem.window_members")) == turns[1:4]
-    assert db.execute("select emem.put_window(%s, '[0,1,0]')", (turns[1:4],)).fetchone()[0] == window_id
+    assert scalar(db, "select emem.put_window(%s, '[0,1,0]')", (turns[1:4],)) == window_id
 
 
 @SPACE
@@ -241,7 +243,7 @@ def test_window_over_consecutive_turns(db: psycopg.Connection, space: int) -> No
     ],
 )
 def test_window_members_must_be_consecutive_records_of_one_thread(
-    db: psycopg.Connection, space: int, pick, message: str
+    db: psycopg.Connection, space: int, pick: Callable[[list[int], list[int], int], list[int]], message: str
 ) -> None:
     a, b, note = conversation(db, "c1", 3), conversation(db, "c2", 3), put(db)
     with pytest.raises(errors.InvalidParameterValue, match=message):
@@ -257,7 +259,7 @@ def test_label_intersection_is_exact(db: psycopg.Connection, space: int) -> None
     extra = put(db, "both and more", tags=["invoice", "customer:acme", "q3"])
     found = db.execute("select record_id from emem.records_with_all_tags(array['Invoice', 'customer:acme'])")
     assert [r[0] for r in found] == [both, extra]
-    assert db.execute("select count(*) from emem.records_with_all_tags(array['invoices'])").fetchone()[0] == 0
+    assert scalar(db, "select count(*) from emem.records_with_all_tags(array['invoices'])") == 0
     with pytest.raises(errors.InvalidParameterValue):
         db.execute("select * from emem.records_with_all_tags(array[]::text[])")
 
@@ -275,5 +277,5 @@ def test_a_batch_may_not_repeat_a_source_key_within_a_lane(db: psycopg.Connectio
 @SPACE
 def test_a_vector_may_come_as_pgvector_text(db: psycopg.Connection, space: int) -> None:
     as_text, as_array = put(db, "text", vector="[3,4,0]"), put(db, "array", vector=[3, 4, 0])
-    stored = dict(db.execute("select record_id, embedding::text from emem.record_vectors").fetchall())
+    stored: dict[int, str] = dict(db.execute("select record_id, embedding::text from emem.record_vectors").fetchall())
     assert stored[as_text] == stored[as_array] == "[0.6,0.8,0]"
