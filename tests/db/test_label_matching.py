@@ -9,6 +9,7 @@ import pytest
 from databases import MakeRole
 from finds import envelope, record_ids
 from psycopg import sql
+from queries import scalar
 from releases import emulate_modules_of, require_legacy_modules, scratch_database
 from writes import put
 
@@ -77,7 +78,9 @@ def found(db: psycopg.Connection, question: str, profile: str = "tags") -> set[i
     ],
 )
 @pytest.mark.parametrize("profile", ["tags", "tags_by_terms"])
-def test_tags_match_as_people_write_them(tagged: dict[str, int], db, question: str, tags: list[str], profile) -> None:
+def test_tags_match_as_people_write_them(
+    tagged: dict[str, int], db: psycopg.Connection, question: str, tags: list[str], profile: str
+) -> None:
     if profile == "tags" and any(":" in tag for tag in tags):  # the default profile's lookup asks for the namespace
         tags = []
     assert found(db, question, profile) == {tagged[tag] for tag in tags}
@@ -86,7 +89,7 @@ def test_tags_match_as_people_write_them(tagged: dict[str, int], db, question: s
 @LABELS
 @pytest.mark.parametrize("profile", ["tags", "tags_by_terms"])
 def test_the_seeds_tags_lookup_asks_for_a_namespace_the_opt_in_one_does_not(
-    tagged: dict[str, int], db, profile
+    tagged: dict[str, int], db: psycopg.Connection, profile: str
 ) -> None:
     """`customer:north-wind`: its namespace's words must be in the question for the default profile's tags
     lookup (its list is ordered by distance alone: a namespace it ignored would bring every record
@@ -95,7 +98,7 @@ def test_the_seeds_tags_lookup_asks_for_a_namespace_the_opt_in_one_does_not(
     assert (tagged["customer:north-wind"] in found(db, "What did we ship for North Wind?", profile)) == (
         profile == "tags_by_terms"
     )
-    namespaces = dict(
+    namespaces: dict[str, list[str]] = dict(
         db.execute(
             "select tag, namespace_terms from emem.tag_vocabulary"
             " where tag in ('customer:north-wind', 'sensor-offline')"
@@ -106,25 +109,27 @@ def test_the_seeds_tags_lookup_asks_for_a_namespace_the_opt_in_one_does_not(
 
 @LABELS
 @pytest.mark.parametrize("question", ["What about INV-2032?", "Anything from 2031?", "INV-2032, dated 2031"])
-def test_codes_still_match_whole(tagged: dict[str, int], db, question: str) -> None:
+def test_codes_still_match_whole(tagged: dict[str, int], db: psycopg.Connection, question: str) -> None:
     assert tagged["inv-2031"] not in found(db, question)
 
 
 @LABELS
-def test_a_tag_of_stop_words_is_stored_with_its_words(tagged: dict[str, int], db) -> None:
-    terms = dict(db.execute("select tag, tag_terms from emem.tag_vocabulary where tag in ('won', 'to do')").fetchall())
+def test_a_tag_of_stop_words_is_stored_with_its_words(tagged: dict[str, int], db: psycopg.Connection) -> None:
+    terms: dict[str, list[str]] = dict(
+        db.execute("select tag, tag_terms from emem.tag_vocabulary where tag in ('won', 'to do')").fetchall()
+    )
     assert terms == {"won": ["won"], "to do": ["do", "to"]}
 
 
 @LABELS
 @pytest.mark.parametrize("question", ["Who is the release captain?", "since W12 2024", "the red pine team"])
-def test_edge_labels_match_as_people_write_them(tagged: dict[str, int], db, question: str) -> None:
+def test_edge_labels_match_as_people_write_them(tagged: dict[str, int], db: psycopg.Connection, question: str) -> None:
     ends = {tagged["person"], tagged["project"]}
     assert ends <= found(db, question)
 
 
-def test_the_labels_terms_are_shown_by_analyse_question(db) -> None:
-    analysed = db.execute("select emem.analyse_question('Would Kowalski have won Q3 2024?')").fetchone()[0]
+def test_the_labels_terms_are_shown_by_analyse_question(db: psycopg.Connection) -> None:
+    analysed = scalar(db, "select emem.analyse_question('Would Kowalski have won Q3 2024?')")
     assert analysed == {
         "terms": ["would", "kowalski", "q3", "2024", "q3-2024"],
         "known_words": [],
@@ -147,19 +152,21 @@ def test_the_update_recomputes_the_terms_an_earlier_release_stored(db: psycopg.C
         )
         conn.execute("select emem.create_lane('l')")
         ids = [
-            conn.execute("select emem.put_record('note', %s, 'l', %s)", (content, tags)).fetchone()[0]
+            scalar(conn, "select emem.put_record('note', %s, 'l', %s)", (content, tags))
             for content, tags in (("Ola", ["customer:north-wind"]), ("Apollo", ["project"]))
         ]
         conn.execute("select emem.link_records(%s, %s, 'billed', %s)", (*ids, json.dumps({"team": "north-wind"})))
         stale = "select label_terms from emem.edge_labels where label = 'north-wind'"
-        assert conn.execute(stale).fetchone()[0] == ["north-wind"]
+        assert scalar(conn, stale) == ["north-wind"]
         emulate_modules_of(conn, "0.2.1")  # the legacy modules also answer for 0.2.0 on the way
         conn.execute("alter extension emem update")
         info = conn.info
         with psycopg.connect(
             host=info.host, port=info.port, user=info.user, dbname=info.dbname, autocommit=True
         ) as after:
-            assert after.execute(stale).fetchone()[0] == ["north", "wind"]
-            vocabulary = dict(after.execute("select tag, tag_terms from emem.tag_vocabulary").fetchall())
+            assert scalar(after, stale) == ["north", "wind"]
+            vocabulary: dict[str, list[str]] = dict(
+                after.execute("select tag, tag_terms from emem.tag_vocabulary").fetchall()
+            )
             assert vocabulary["customer:north-wind"] == ["north", "wind"]
             assert set(ids) == found(after, "Who billed the North Wind team?")
