@@ -22,6 +22,7 @@ import psycopg
 import pytest
 from derived import derived_mismatch
 from psycopg import sql
+from queries import scalar
 from releases import (
     BUILD,
     CURRENT,
@@ -96,7 +97,7 @@ def test_catalog_comparison_notices_a_change(db: psycopg.Connection, category: s
             " where extname = 'emem'"
         )
     elif category == "views":
-        definition = db.execute("select pg_get_viewdef('emem.record_summaries')").fetchone()[0].rstrip().rstrip(";")
+        definition = scalar(db, "select pg_get_viewdef('emem.record_summaries')").rstrip().rstrip(";")
         db.execute(
             f"create or replace view emem.record_summaries with (security_invoker = true) as {definition}"
             " where r.record_id > 0"
@@ -115,7 +116,7 @@ def fill(conn: psycopg.Connection) -> None:
     conn.execute("select emem.create_lane('sales'), emem.create_lane('hr')")
     conn.execute("select emem.create_agent_profile('clerk', array['sales'])")
     conn.execute("select emem.create_embedding_space('m', 3, 'fp', true)")
-    items = [
+    items: list[dict[str, object]] = [
         {
             "kind": "note",
             "content": f"INV-2031 apollo note {i}",
@@ -143,12 +144,10 @@ def fill(conn: psycopg.Connection) -> None:
     conn.execute("select emem.link_records(%s, %s, 'billed', '{\"invoice\": \"INV-9\"}')", (ids[0], ids[1]))
 
 
-def user_rows(conn: psycopg.Connection, tables: list[str]) -> dict[str, list]:
+def user_rows(conn: psycopg.Connection, tables: list[str]) -> dict[str, list[dict[str, object]]]:
     """Every row of the tables that hold user data, with the columns they have now."""
     return {
-        t: conn.execute(
-            f"select coalesce(jsonb_agg(to_jsonb(x) order by to_jsonb(x)::text), '[]') from {t} as x"
-        ).fetchone()[0]
+        t: scalar(conn, f"select coalesce(jsonb_agg(to_jsonb(x) order by to_jsonb(x)::text), '[]') from {t} as x")
         for t in tables
     }
 
@@ -206,7 +205,7 @@ def test_user_data_survives_the_update(db: psycopg.Connection, path: tuple[str, 
                 assert sorted(map(repr, kept)) == sorted(map(repr, before[table])), f"{table} changed in the update"
                 figures.add("records checked", len(rows), detail=f"update {old}->{new}")
             if new == CURRENT:  # an intermediate release's find needs the modules it shipped with
-                envelope = after.execute("select emem.e_gather_find_envelope('apollo', null, 1, 100)").fetchone()[0]
+                envelope = scalar(after, "select emem.e_gather_find_envelope('apollo', null, 1, 100)")
                 assert {r["record_id"] for r in envelope["rows"]} == apollo
                 assert derived_mismatch(after) == []
             after.execute("select emem.put_record('note', 'written after the update', 'sales', array['apollo'])")
@@ -233,9 +232,9 @@ def test_an_update_leaves_every_lane_writable_whatever_ids_an_older_release_let_
             items = [
                 {"kind": "note", "content": f"new {i}", "lane": lane} for i in range(250) for lane in ("sales", "hr")
             ]
-            written = after.execute("select count(*) from emem.put_records(%s)", (json.dumps(items),)).fetchone()[0]
+            written = scalar(after, "select count(*) from emem.put_records(%s)", (json.dumps(items),))
             assert written == 500
-            assert after.execute("select content from emem.records where record_id = 403").fetchone()[0] == "planted"
+            assert scalar(after, "select content from emem.records where record_id = 403") == "planted"
 
 
 @pytest.mark.parametrize("release", OLD_RELEASES)
@@ -243,7 +242,7 @@ def test_every_shipped_release_updates_to_the_current_version(db: psycopg.Connec
     with scratch_database(db, "chain") as updated, scratch_database(db, "fresh") as fresh:
         updated.execute(sql.SQL("create extension emem version {} cascade").format(release))
         updated.execute("alter extension emem update")
-        assert updated.execute("select extversion from pg_extension where extname = 'emem'").fetchone()[0] == CURRENT
+        assert scalar(updated, "select extversion from pg_extension where extname = 'emem'") == CURRENT
         fresh.execute("create extension emem cascade")
         differences = catalog_differences(catalog(fresh), catalog(updated))
     assert not differences, describe(differences)
@@ -336,5 +335,5 @@ def test_a_server_serves_each_database_the_modules_of_its_release(db: psycopg.Co
         for conn in (old, new):
             fill(conn)
         for conn, version in ((old, "0.2.1"), (new, CURRENT)):
-            envelope = conn.execute("select emem.e_gather_find_envelope('apollo', null)").fetchone()[0]
+            envelope = scalar(conn, "select emem.e_gather_find_envelope('apollo', null)")
             assert len(envelope["rows"]) == 6, version
