@@ -6,10 +6,12 @@ whole reading (the same backend with tiering switched off)."""
 import json
 import math
 import random
+from typing import Any
 
 import psycopg
 import pytest
 from databases import MakeRole
+from queries import scalar
 from vectors import unit
 
 from emem_db.lookups.fulltext import BM25_B, BM25_K1, BM25_REFERENCE_LENGTH
@@ -77,22 +79,18 @@ def whole_reading(db: psycopg.Connection) -> None:
     )
 
 
-def answers(db: psycopg.Connection, profile: str, question: str, vector: str | None) -> dict:
+def answers(db: psycopg.Connection, profile: str, question: str, vector: str | None) -> dict[str, list[Any]]:
     db.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
     pages = [
-        db.execute(
-            "select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)", (question, vector, page, size)
-        ).fetchone()[0]
+        scalar(db, "select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)", (question, vector, page, size))
         for page, size in ((1, 30), (2, 30), (1, 1000))
     ]
     if pages[2]["total_pages"] > 1:
         pages += [
-            db.execute(
-                "select emem.e_gather_find_envelope(%s, %s::vector, %s, 1000)", (question, vector, page)
-            ).fetchone()[0]
+            scalar(db, "select emem.e_gather_find_envelope(%s, %s::vector, %s, 1000)", (question, vector, page))
             for page in range(2, pages[2]["total_pages"] + 1)
         ]
-    explained = db.execute("select emem.e_gather_explain(%s, %s::vector, 1, 30)", (question, vector)).fetchone()[0]
+    explained = scalar(db, "select emem.e_gather_explain(%s, %s::vector, 1, 30)", (question, vector))
     return {
         "pages": [[(r["record_id"], r["placed_by"], r["found_by"]) for r in p["rows"]] for p in pages],
         "totals": [(p["total_candidates"], p["total_pages"]) for p in pages],
@@ -129,20 +127,17 @@ def test_tiered_reading_gives_the_whole_reading(
 
 
 def test_the_corpus_has_broad_and_narrow_parts(db: psycopg.Connection) -> None:
-    counts = dict(db.execute("select tag, record_count from emem.tag_vocabulary").fetchall())
+    counts: dict[str, int] = dict(db.execute("select tag, record_count from emem.tag_vocabulary").fetchall())
     assert counts["project"] > EXACT_CANDIDATES and counts["meeting"] > EXACT_CANDIDATES
     assert counts["project apollo"] <= EXACT_CANDIDATES and counts["apollo"] <= EXACT_CANDIDATES
-    q3 = db.execute(
-        "select count(*) from emem.records where content_search @@ phraseto_tsquery('emem.exact', 'Q3')"
-    ).fetchone()[0]
+    q3 = scalar(db, "select count(*) from emem.records where content_search @@ phraseto_tsquery('emem.exact', 'Q3')")
     assert q3 > EXACT_CANDIDATES
 
 
 def test_tags_by_terms_puts_the_record_matching_most_terms_first(db: psycopg.Connection) -> None:
     db.execute("set emem.pipeline_profile = 'tags_by_terms'")
-    rows = db.execute(
-        "select emem.e_gather_find_envelope('project apollo meeting', %s::vector, 1, 200)", (VECTOR,)
-    ).fetchone()[0]["rows"]
+    envelope = scalar(db, "select emem.e_gather_find_envelope('project apollo meeting', %s::vector, 1, 200)", (VECTOR,))
+    rows = envelope["rows"]
     linked = {
         r[0] for r in db.execute("select from_record_id from emem.edges union select to_record_id from emem.edges")
     }  # the edges' property names all three words
@@ -176,15 +171,15 @@ def test_degraded_full_text_is_by_terms_matched_then_bm25(db: psycopg.Connection
     rows = [
         row
         for page in (1, 2, 3)
-        for row in db.execute(
-            "select emem.e_gather_find_envelope('Kowalski INV-7 Q3', null, %s, 1000)", (page,)
-        ).fetchone()[0]["rows"]
+        for row in scalar(db, "select emem.e_gather_find_envelope('Kowalski INV-7 Q3', null, %s, 1000)", (page,))[
+            "rows"
+        ]
     ]
     terms = ("Kowalski", "INV-7", "Q3")
     frequencies = {
-        term: db.execute(
-            "select count(*) from emem.records where content_search @@ phraseto_tsquery('emem.exact', %s)", (term,)
-        ).fetchone()[0]
+        term: scalar(
+            db, "select count(*) from emem.records where content_search @@ phraseto_tsquery('emem.exact', %s)", (term,)
+        )
         for term in terms
     }
 
