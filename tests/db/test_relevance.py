@@ -43,7 +43,7 @@ def ranked(db: psycopg.Connection, profile: str, question: str, vector: list[flo
 
 
 @pytest.mark.parametrize("profile", ["fulltext", "fulltext_by_rarity", "fulltext_words"])
-def test_modal_verbs_and_question_words_are_not_searched_as_rare_names(lane, profile: str) -> None:
+def test_modal_verbs_and_question_words_are_not_searched_as_rare_names(lane: psycopg.Connection, profile: str) -> None:
     [kowalski, *_modal_turns] = put(
         lane,
         [
@@ -89,7 +89,9 @@ def captains(built: dict[str, int]) -> dict[str, int]:
 
 @CAPTAINS
 @pytest.mark.parametrize("vector", [NEAR, None], ids=["vector", "degraded"])
-def test_an_edge_outranks_tags_that_match_the_same_words(captains: dict[str, int], lane, vector) -> None:
+def test_an_edge_outranks_tags_that_match_the_same_words(
+    captains: dict[str, int], lane: psycopg.Connection, vector: list[float] | None
+) -> None:
     rows = ranked(lane, "tags_by_terms", "Who is a release captain?", vector)
     assert set(rows[:4]) == set(captains.values())  # the edge's ends first, the tagged records after
     assert len(rows) == 24
@@ -97,7 +99,9 @@ def test_an_edge_outranks_tags_that_match_the_same_words(captains: dict[str, int
 
 @CAPTAINS
 @pytest.mark.parametrize("vector", [NEAR, None], ids=["vector", "degraded"])
-def test_an_edge_end_counts_the_terms_of_its_other_end(captains: dict[str, int], lane, vector) -> None:
+def test_an_edge_end_counts_the_terms_of_its_other_end(
+    captains: dict[str, int], lane: psycopg.Connection, vector: list[float] | None
+) -> None:
     """The release captain of project Kestrel is at the other end of a `release captain` edge from
     the record tagged `project kestrel`: it matches every word, as Kestrel does."""
     rows = ranked(lane, "tags_by_terms", "Who is the release captain of project Kestrel?", vector)
@@ -106,7 +110,9 @@ def test_an_edge_end_counts_the_terms_of_its_other_end(captains: dict[str, int],
 
 
 @CAPTAINS
-def test_the_seed_tags_lookup_with_a_vector_stays_by_distance(captains: dict[str, int], lane) -> None:
+def test_the_seed_tags_lookup_with_a_vector_stays_by_distance(
+    captains: dict[str, int], lane: psycopg.Connection
+) -> None:
     rows = ranked(lane, "tags", "Who is a release captain?", NEAR)
     assert set(rows[-4:]) == set(captains.values())
 
@@ -154,7 +160,7 @@ def meeting(built: list[int]) -> list[int]:
 
 
 @pytest.mark.corpus(two_meetings, read_only=True)
-def test_thread_context_brings_the_turns_around_an_exact_hit(meeting: list[int], lane) -> None:
+def test_thread_context_brings_the_turns_around_an_exact_hit(meeting: list[int], lane: psycopg.Connection) -> None:
     """The anchor (the turn naming the code) first, then its neighbours by steps away, within
     three positions, nearest the question first; nothing of the other meeting."""
     rows = ranked(lane, "thread_context", "What did we decide about INV-2031?", NEAR)
@@ -164,13 +170,13 @@ def test_thread_context_brings_the_turns_around_an_exact_hit(meeting: list[int],
 
 
 @pytest.mark.corpus(two_meetings, read_only=True)
-def test_thread_context_needs_a_rare_term(meeting: list[int], lane) -> None:
+def test_thread_context_needs_a_rare_term(meeting: list[int], lane: psycopg.Connection) -> None:
     assert ranked(lane, "thread_context", "What did Ola say about the venue?", NEAR) == []  # Ola: on every other turn
     assert ranked(lane, "thread_context", "Which quarter?", NEAR) == []
 
 
 @pytest.mark.corpus(two_meetings, read_only=False)
-def test_thread_context_keeps_to_the_anchors_thread_and_lane(lane, meeting: list[int]) -> None:
+def test_thread_context_keeps_to_the_anchors_thread_and_lane(lane: psycopg.Connection, meeting: list[int]) -> None:
     """Another lane's conversation with the same thread id names the code at position 9: each
     anchor brings the turns of its own lane's thread only."""
     lane.execute("select emem.create_lane('other')")
@@ -193,7 +199,7 @@ def test_thread_context_keeps_to_the_anchors_thread_and_lane(lane, meeting: list
 # ---- degraded orders by relevance -------------------------------------------------------------------
 
 
-def test_degraded_full_text_ranks_by_bm25_not_record_id(lane) -> None:
+def test_degraded_full_text_ranks_by_bm25_not_record_id(lane: psycopg.Connection) -> None:
     """Written oldest first: a long text naming Kowalski once, a short one, one naming him three
     times; the last has the most occurrences, the long one is scored down for its length."""
     long_text = "Kowalski " + " ".join(f"word{i}" for i in range(80))
@@ -209,7 +215,7 @@ def test_degraded_full_text_ranks_by_bm25_not_record_id(lane) -> None:
 
 
 @pytest.mark.parametrize("profile", ["tags", "tags_by_terms"])
-def test_degraded_tags_rank_by_the_rarest_tag_not_record_id(lane, profile: str) -> None:
+def test_degraded_tags_rank_by_the_rarest_tag_not_record_id(lane: psycopg.Connection, profile: str) -> None:
     """Ten records tagged `project` and `apollo` written before one tagged `project apollo`: all
     match both words; the one matched through the rarer tag comes first."""
     put(lane, [{"content": f"note {i}", "tags": ["project", "apollo"]} for i in range(10)])
