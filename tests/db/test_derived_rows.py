@@ -24,7 +24,8 @@ def put_record(db: psycopg.Connection, lane: str, content: str) -> int:
 
 
 def link(db: psycopg.Connection, a: int, b: int, relation: str, properties: str = "{}") -> int:
-    return db.execute("select emem.link_records(%s, %s, %s, %s)", (a, b, relation, properties)).fetchone()[0]
+    edge_id: int = scalar(db, "select emem.link_records(%s, %s, %s, %s)", (a, b, relation, properties))
+    return edge_id
 
 
 def edges_sharing_labels(db: psycopg.Connection, make_role: MakeRole) -> list[int]:
@@ -56,10 +57,12 @@ def ends_of(db: psycopg.Connection, label: str) -> dict[int, int]:
 
 
 def edge_of(db: psycopg.Connection, relation: str, to_record_id: int | None = None) -> int:
-    return db.execute(
+    edge_id: int = scalar(
+        db,
         "select edge_id from emem.edges where relation = %s and (%s::bigint is null or to_record_id = %s)",
         (relation, to_record_id, to_record_id),
-    ).fetchone()[0]
+    )
+    return edge_id
 
 
 def test_each_label_has_a_row_per_end_and_edge(db: psycopg.Connection, linked: list[int]) -> None:
@@ -67,7 +70,7 @@ def test_each_label_has_a_row_per_end_and_edge(db: psycopg.Connection, linked: l
     assert ends_of(db, "audited by") == {ids[0]: 1, ids[1]: 2, ids[2]: 1}
     assert ends_of(db, "2024") == {ids[0]: 2, ids[1]: 2}
     assert ends_of(db, "reviewed") == {ids[3]: 1}  # a loop: one row
-    terms = db.execute("select label_terms from emem.edge_label_vocabulary where label = 'north-wind'").fetchone()[0]
+    terms = scalar(db, "select label_terms from emem.edge_label_vocabulary where label = 'north-wind'")
     assert terms == ["north", "wind"]
     far = db.execute(
         "select far_record_id, far_lane_name from emem.edge_labels where label = 'INV-7' and record_id = %s", (ids[4],)
@@ -75,7 +78,8 @@ def test_each_label_has_a_row_per_end_and_edge(db: psycopg.Connection, linked: l
     assert far == (ids[2], "a")
 
 
-WRITES = {
+# Each write is given the database and the records; what it returns is not looked at.
+WRITES: dict[str, Callable[[psycopg.Connection, list[int]], object]] = {
     "move an end": lambda db, r: [
         db.execute("select emem.unlink_records(%s)", (edge_of(db, "paid", r[4]),)),
         db.execute("select emem.link_records(%s, %s, 'paid', '{\"invoice\": \"INV-7\"}')", (r[2], r[5])),
@@ -120,7 +124,7 @@ def test_a_write_around_the_api_is_found_and_repaired(db: psycopg.Connection, li
     db.execute(write.format(**{f"r{i}": record_id for i, record_id in enumerate(linked)}))
     found = derived_mismatch(db)
     assert found
-    assert db.execute("select emem.rebuild_derived()").fetchone()[0] == len(found)
+    assert scalar(db, "select emem.rebuild_derived()") == len(found)
     assert derived_mismatch(db) == []
 
 
@@ -128,7 +132,7 @@ def test_a_label_no_edge_has_any_more_has_no_ends(db: psycopg.Connection, linked
     """Its vocabulary row stays (a label seen once; removing it could race a concurrent first use)."""
     db.execute("select emem.unlink_records(%s)", (edge_of(db, "reviewed"),))
     assert ends_of(db, "reviewed") == {}
-    assert db.execute("select count(*) from emem.edge_label_vocabulary where label = 'reviewed'").fetchone()[0] == 1
+    assert scalar(db, "select count(*) from emem.edge_label_vocabulary where label = 'reviewed'") == 1
 
 
 @pytest.mark.parametrize("table", ["tag_vocabulary", "edge_label_vocabulary"])
@@ -175,7 +179,7 @@ def test_every_lane_and_the_lanes_labels_find_the_same_edges(
         for question in questions:
             pages = {
                 name: [
-                    conn.execute("select emem.e_gather_find_envelope(%s, null, %s, 2)", (question, page)).fetchone()[0]
+                    scalar(conn, "select emem.e_gather_find_envelope(%s, null, %s, 2)", (question, page))
                     for page in (1, 2, 3)
                 ]
                 for name, conn in (("owner", owner), ("agent", agent), ("whole", whole))
