@@ -14,6 +14,7 @@ import pytest
 from databases import MakeRole
 from finds import envelope, record_ids
 from psycopg import errors
+from queries import scalar
 from writes import put, with_random_vectors
 
 VECTOR = "[1,0,0,0]"
@@ -120,7 +121,7 @@ def pages(conn: psycopg.Connection, question: str, vector: str | None) -> list[l
     return [record_ids(envelope(conn, question, vector, page, 25)) for page in (1, 2, 3)]
 
 
-def assert_bounded(found: dict, exact_total: int, bound: int) -> None:
+def assert_bounded(found: dict[str, Any], exact_total: int, bound: int) -> None:
     """Exact up to the bound; beyond it a lower bound of at least the bound, never above the total."""
     if exact_total <= bound:
         assert found["totals_exact"] and found["total_candidates"] == exact_total
@@ -135,7 +136,8 @@ def exact_totals(conn: psycopg.Connection, db: psycopg.Connection, question: str
     set_bound(db, 0)
     found = envelope(conn, question, vector)
     assert found["totals_exact"], "a bound of 0 means always exact"
-    return found["total_candidates"]
+    total: int = found["total_candidates"]
+    return total
 
 
 @pytest.mark.parametrize("vector", [VECTOR, None], ids=["vector", "degraded"])
@@ -158,10 +160,10 @@ def test_the_default_bound_is_10000_and_0_means_always_exact(db: psycopg.Connect
     set_bound(db, None)
     found = envelope(db, QUESTIONS["tag"], VECTOR)
     assert found["totals_exact"] and found["total_candidates"] == exact_totals(db, db, QUESTIONS["tag"], VECTOR)
-    explained = db.execute("select emem.e_gather_explain(%s, null)", (QUESTIONS["tag"],)).fetchone()[0]
+    explained = scalar(db, "select emem.e_gather_explain(%s, null)", (QUESTIONS["tag"],))
     assert explained["exact_totals_up_to"] == 0  # set by exact_totals
     set_bound(db, None)
-    explained = db.execute("select emem.e_gather_explain(%s, null)", (QUESTIONS["tag"],)).fetchone()[0]
+    explained = scalar(db, "select emem.e_gather_explain(%s, null)", (QUESTIONS["tag"],))
     assert explained["exact_totals_up_to"] == 10_000
 
 
@@ -175,7 +177,7 @@ def test_seed_rule_counts_every_lane_and_strict_isolation_only_the_readable(
     question = QUESTIONS["tag"]
     seed_total = exact_totals(agents["page_filter"], db, question, vector)
     strict_total = exact_totals(agents["strict"], db, question, vector)
-    (readable,) = db.execute("select count(*) from emem.records where lane_name = 'own'").fetchone()
+    readable = scalar(db, "select count(*) from emem.records where lane_name = 'own'")
     assert seed_total >= OWN + OTHER and OWN <= strict_total <= readable < OWN + OTHER
     readings = {isolation: pages(conn, question, vector) for isolation, conn in agents.items()}
     for bound in (50, 100, 250):
@@ -197,15 +199,15 @@ def test_explain_says_whether_the_totals_are_exact(
     set_bound(db, 100)
     question = QUESTIONS["mixed"]
     for conn in (db, agents["page_filter"], agents["strict"]):
-        explained = conn.execute("select emem.e_gather_explain(%s, %s::vector)", (question, VECTOR)).fetchone()[0]
+        explained = scalar(conn, "select emem.e_gather_explain(%s, %s::vector)", (question, VECTOR))
         found = envelope(conn, question, VECTOR)
         assert explained["totals_exact"] == found["totals_exact"]
         assert explained["total_candidates"] == found["total_candidates"]
         assert explained["exact_totals_up_to"] == 100
     narrow_everything(db)  # lists read lazily: their sizes are counted up to the bound only
-    owner = db.execute("select emem.e_gather_explain(%s, %s::vector)", (question, VECTOR)).fetchone()[0]
+    owner = scalar(db, "select emem.e_gather_explain(%s, %s::vector)", (question, VECTOR))
     set_bound(db, 0)
-    exact = db.execute("select emem.e_gather_explain(%s, %s::vector)", (question, VECTOR)).fetchone()[0]
+    exact = scalar(db, "select emem.e_gather_explain(%s, %s::vector)", (question, VECTOR))
     assert exact["totals_exact"] and all(lookup["candidates_exact"] for lookup in exact["lookups"].values())
     assert not owner["totals_exact"]
     assert not owner["lookups"]["tags"]["candidates_exact"]  # tag `common`, on 210 records, read lazily
@@ -318,7 +320,7 @@ def test_too_many_broad_parts_read_the_smallest_broad_tag_whole(
         for page in (1, 2, 3):
             expected = [row["record_id"] for row in envelope(whole, question, vector, page, 25)["rows"]]
             assert [row["record_id"] for row in envelope(lazy, question, vector, page, 25)["rows"]] == expected
-        explained = lazy.execute("select emem.e_gather_explain(%s, %s::vector)", (question, vector)).fetchone()[0]
+        explained = scalar(lazy, "select emem.e_gather_explain(%s, %s::vector)", (question, vector))
         assert not explained["lookups"]["tags_by_terms"]["candidates_exact"]
 
 
