@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 from clusters import Cluster, free_port, plpython_modules
-from queries import row, scalar
+from queries import scalar
 from tuned import read_lazily
 
 DIMENSION = 128  # 250 such vectors take some 130 kB: more than the cap on intermediate results
@@ -250,7 +250,9 @@ def plan_kinds(conn: psycopg.Connection) -> set[str]:
         for question in QUESTIONS
         for vector in (question_vector(question), None)
     )
-    return {lookup["plan"]["kind"] for explain in explained for lookup in explain["lookups"].values() if "plan" in lookup}
+    return {
+        lookup["plan"]["kind"] for explain in explained for lookup in explain["lookups"].values() if "plan" in lookup
+    }
 
 
 def test_a_cluster_reads_every_match_whole_however_tuned(citus: Citus, one_node: OneNode) -> None:
@@ -311,7 +313,7 @@ def test_an_agent_reads_only_its_lanes_directly_on_the_cluster(citus: Citus) -> 
 def test_writes_edits_and_the_embedding_queue_work_on_the_cluster(citus: Citus) -> None:
     cluster, _ = citus
     with cluster.connect() as conn:
-        [record] = row(conn, "select emem.put_record('note', 'written on the cluster', 'beta', array['fresh'])")
+        record = scalar(conn, "select emem.put_record('note', 'written on the cluster', 'beta', array['fresh'])")
         conn.execute("select emem.tag_record(%s, array['more'])", (record,))
         conn.execute("select emem.update_record(%s, content => 'edited on the cluster')", (record,))
         with conn.transaction():
