@@ -7,6 +7,7 @@ import pytest
 from checkout import ROOT
 from databases import MakeRole
 from finds import envelope, record_ids
+from queries import scalar
 from writes import put
 
 from emem_db.profile import parse_profile
@@ -68,7 +69,9 @@ def ranks(db: psycopg.Connection, profile: str, question: str, vector: str | Non
 
 
 @ZENTRIX
-def test_tags_by_terms_puts_the_record_matching_most_terms_first(db, invoices: dict[str, int]) -> None:
+def test_tags_by_terms_puts_the_record_matching_most_terms_first(
+    db: psycopg.Connection, invoices: dict[str, int]
+) -> None:
     question = "zentrix invoice INV-2031"
     assert ranks(db, "tags", question)[0] != invoices["INV-2031"]
     assert ranks(db, "tags_by_terms", question)[0] == invoices["INV-2031"]
@@ -76,21 +79,23 @@ def test_tags_by_terms_puts_the_record_matching_most_terms_first(db, invoices: d
 
 
 @ZENTRIX
-def test_fulltext_by_rarity_puts_the_rare_term_first(db, invoices: dict[str, int]) -> None:
+def test_fulltext_by_rarity_puts_the_rare_term_first(db: psycopg.Connection, invoices: dict[str, int]) -> None:
     question = "Zentrix INV-2031"
     assert ranks(db, "fulltext", question)[0] != invoices["INV-2031"]
     assert ranks(db, "fulltext_by_rarity", question)[0] == invoices["INV-2031"]
 
 
 @ZENTRIX
-def test_fulltext_words_searches_words_wordnet_knows_too(db, invoices: dict[str, int]) -> None:
+def test_fulltext_words_searches_words_wordnet_knows_too(db: psycopg.Connection, invoices: dict[str, int]) -> None:
     assert ranks(db, "fulltext", "migration schedules") == []
     found = ranks(db, "fulltext_words", "migration schedules", None)
     assert len(found) == 30 and invoices["memo"] in found
 
 
 @ZENTRIX
-def test_opt_in_component_runs_beside_the_seed_lookups_in_its_weight(db, invoices: dict[str, int]) -> None:
+def test_opt_in_component_runs_beside_the_seed_lookups_in_its_weight(
+    db: psycopg.Connection, invoices: dict[str, int]
+) -> None:
     db.execute("set emem.pipeline_profile = 'record_vectors:1, tags_by_terms:1'")
     found = envelope(db, "zentrix invoice INV-2031", "[0,1,0]", 1, 4)
     assert [r["placed_by"] for r in found["rows"]] == ["record_vectors", "tags_by_terms"] * 2
@@ -98,11 +103,11 @@ def test_opt_in_component_runs_beside_the_seed_lookups_in_its_weight(db, invoice
 
 
 @ZENTRIX
-def test_explain_ranks_a_row_deep_in_a_scored_list(db, invoices: dict[str, int]) -> None:
+def test_explain_ranks_a_row_deep_in_a_scored_list(db: psycopg.Connection, invoices: dict[str, int]) -> None:
     """The page reaches the invoices' score levels of tags_by_terms only; explain still ranks the
     memos that record_vectors placed: after the ten invoices, nearest first."""
     db.execute("set emem.pipeline_profile = 'record_vectors:1, tags_by_terms:1'")
-    explained = db.execute("select emem.e_gather_explain('zentrix invoice INV-2031', '[0,1,0]', 1, 4)").fetchone()[0]
+    explained = scalar(db, "select emem.e_gather_explain('zentrix invoice INV-2031', '[0,1,0]', 1, 4)")
     memos = [row for row in explained["rows"] if row["placed_by"] == "record_vectors"]
     assert [row["record_id"] for row in memos] == [invoices["memo"], invoices["memo"] + 1]
     assert [row["list_ranks"]["tags_by_terms"] for row in memos] == [11, 12]
@@ -111,13 +116,13 @@ def test_explain_ranks_a_row_deep_in_a_scored_list(db, invoices: dict[str, int])
 
 @ZENTRIX
 @pytest.mark.parametrize("profile", ["tags_by_terms:0", "fulltext_words, fulltext_words", "tags_by_term"])
-def test_bad_opt_in_profiles_are_refused(db, invoices: dict[str, int], profile: str) -> None:
+def test_bad_opt_in_profiles_are_refused(db: psycopg.Connection, invoices: dict[str, int], profile: str) -> None:
     db.execute("select set_config('emem.pipeline_profile', %s, false)", (profile,))
     with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"emem\.pipeline_profile"):
         db.execute("select emem.e_gather_find_envelope('acme', null)")
 
 
-def test_fulltext_words_frequencies_follow_analyze(db) -> None:
+def test_fulltext_words_frequencies_follow_analyze(db: psycopg.Connection) -> None:
     """A word's frequency comes from the column's statistics when they hold it: a word on 10% of
     the records is searched; after it turns common and the table is analysed again, the same
     connection (which keeps the statistics it read) leaves it out."""
@@ -131,9 +136,9 @@ def test_fulltext_words_frequencies_follow_analyze(db) -> None:
         put(db, [{"content": content} for content in contents], lane="l")
 
     def total() -> int:
-        return db.execute("select emem.e_gather_find_envelope('budget zeppelin', null, 1, 30)").fetchone()[0][
-            "total_candidates"
-        ]
+        found = scalar(db, "select emem.e_gather_find_envelope('budget zeppelin', null, 1, 30)")
+        candidates: int = found["total_candidates"]
+        return candidates
 
     put_notes(3000, budget_every=10)
     db.execute("set emem.pipeline_profile = 'fulltext_words'")
