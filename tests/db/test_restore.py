@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from clusters import throwaway_cluster
 from databases import MakeRole
+from queries import scalar
 from writes import put
 
 LANES = ("sales", "ops", "hr")
@@ -34,7 +35,7 @@ QUESTIONS = [
 
 def server_binary(db: psycopg.Connection, name: str) -> str:
     """pg_dump or pg_restore of the server's own installation."""
-    bindir = db.execute("select setting from pg_catalog.pg_config where name = 'BINDIR'").fetchone()[0]
+    bindir = scalar(db, "select setting from pg_catalog.pg_config where name = 'BINDIR'")
     path = Path(bindir) / name
     if not path.is_file():
         pytest.skip(f"{name} is not installed beside the server ({bindir})")
@@ -149,9 +150,9 @@ def answers(conn: psycopg.Connection, roles: list[str]) -> dict[str, Any]:
             conn.execute(f"set role {role}")
         for question, vector in QUESTIONS:
             for page in (1, 2):
-                envelope = conn.execute(
-                    "select emem.e_gather_find_envelope(%s, %s::vector, %s, 20)", (question, vector, page)
-                ).fetchone()[0]
+                envelope = scalar(
+                    conn, "select emem.e_gather_find_envelope(%s, %s::vector, %s, 20)", (question, vector, page)
+                )
                 found[f"{role} {question} {vector} page {page}"] = envelope
         conn.execute("reset role")
     return found
@@ -189,7 +190,7 @@ def test_parallel_restore_gives_equal_rows_indexes_and_answers(
     with psycopg.connect(
         host=info.host, port=info.port, user=info.user, dbname=target_database, autocommit=True
     ) as copy:
-        assert copy.execute("select emem.rebuild_derived()").fetchone()[0] == 2  # the HNSW indexes of the two spaces
+        assert scalar(copy, "select emem.rebuild_derived()") == 2  # the HNSW indexes of the two spaces
         after = snapshot(copy, roles)
         assert after["rows"].keys() == before["rows"].keys()
         for table, rows in before["rows"].items():
@@ -201,7 +202,7 @@ def test_parallel_restore_gives_equal_rows_indexes_and_answers(
         assert len(before["rows"]["records"]) == len(LANES) * RECORDS_PER_LANE
         owner_first_pages = [e for key, e in before["answers"].items() if key.startswith("None") and "page 1" in key]
         assert all(envelope["rows"] for envelope in owner_first_pages)
-        new_id = copy.execute("select emem.put_record('note', 'after restore', 'sales')").fetchone()[0]
+        new_id = scalar(copy, "select emem.put_record('note', 'after restore', 'sales')")
         assert new_id == int(before["rows"]["records_record_id_seq"][0]) + 1
 
 
@@ -248,8 +249,12 @@ def test_a_restore_into_another_cluster_binds_roles_by_name(db: psycopg.Connecti
             )
             assert (restore.returncode, restore.stderr) == (0, "")
             with psycopg.connect(other.dsn("restored"), autocommit=True) as copy:
-                stored = dict(copy.execute("select role_name, role_id from emem.role_profiles").fetchall())
-                oids = dict(copy.execute("select rolname, oid from pg_roles where rolname like %s", (f"%_{suffix}",)))
+                stored: dict[str, int] = dict(
+                    copy.execute("select role_name, role_id from emem.role_profiles").fetchall()
+                )
+                oids: dict[str, int] = dict(
+                    copy.execute("select rolname, oid from pg_roles where rolname like %s", (f"%_{suffix}",))
+                )
                 assert stored[reader] != oids[reader] and stored[clerk] != oids[clerk]
                 # the dropped role's old OID now names the newcomer, as a restore may make it
                 copy.execute("update emem.role_profiles set role_id = %s where role_name = %s", (oids[newcomer], gone))
