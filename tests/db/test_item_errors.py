@@ -9,6 +9,7 @@ import psycopg
 import pytest
 from databases import MakeRole
 from psycopg import errors
+from queries import scalar
 
 GOOD = {"kind": "note", "content": "a good note", "lane": "sales"}
 CJK = "".join(chr(0x4E00 + n) for n in range(1000))  # 1000 characters, 3000 bytes
@@ -60,8 +61,9 @@ def test_a_malformed_item_is_refused_with_its_number_and_nothing_is_written(
     items = [GOOD, {**GOOD, "content": "another good note"}, {**GOOD, **fields}, {**GOOD, "content": "last"}]
     with pytest.raises(errors.InvalidParameterValue) as refused:
         sales.execute("select * from emem.put_records(%s)", (json.dumps(items),))
-    assert refused.value.diag.message_primary.startswith(f"item 3: {message}")
-    assert sales.execute("select count(*) from emem.records").fetchone()[0] == 0
+    primary = refused.value.diag.message_primary
+    assert primary is not None and primary.startswith(f"item 3: {message}")
+    assert scalar(sales, "select count(*) from emem.records") == 0
 
 
 @pytest.mark.parametrize(
@@ -79,15 +81,15 @@ def test_a_malformed_item_is_refused_with_its_number_and_nothing_is_written(
 def test_link_records_refuses_what_it_cannot_store_or_index(
     sales: psycopg.Connection, relation: str, properties: dict[str, Any]
 ) -> None:
-    ids = [sales.execute("select emem.put_record('note', %s, 'sales')", (text,)).fetchone()[0] for text in "ab"]
+    ids = [scalar(sales, "select emem.put_record('note', %s, 'sales')", (text,)) for text in "ab"]
     with pytest.raises(errors.InvalidParameterValue):
         sales.execute("select emem.link_records(%s, %s, %s, %s)", (*ids, relation, json.dumps(properties)))
-    assert sales.execute("select count(*) from emem.edges").fetchone()[0] == 0
+    assert scalar(sales, "select count(*) from emem.edges") == 0
 
 
 def test_link_records_keeps_the_longest_values_it_accepts(sales: psycopg.Connection) -> None:
-    ids = [sales.execute("select emem.put_record('note', %s, 'sales')", (text,)).fetchone()[0] for text in "ab"]
+    ids = [scalar(sales, "select emem.put_record('note', %s, 'sales')", (text,)) for text in "ab"]
     properties = {"note": CJK[:666], "code": "c" * 1000, "amount": int("9" * 1000)}
     sales.execute("select emem.link_records(%s, %s, 'billed', %s)", (*ids, json.dumps(properties)))
     # The relation and 3 values, at each of the edge's two ends.
-    assert sales.execute("select count(*) from emem.edge_labels").fetchone()[0] == 8
+    assert scalar(sales, "select count(*) from emem.edge_labels") == 8
