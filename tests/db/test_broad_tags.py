@@ -7,6 +7,7 @@ import psycopg
 import pytest
 from databases import MakeRole
 from finds import envelope
+from queries import scalar
 from vectors import unit
 from writes import put
 
@@ -71,13 +72,14 @@ def test_broad_tag_list_is_in_distance_order_then_records_without_vector(db: psy
 
 def test_broad_and_rare_tags_together_count_each_record_once(db: psycopg.Connection) -> None:
     result = envelope(db, "broad rare INV-7", QUESTION_VECTOR, 1, 30)
-    expected = db.execute(
+    expected = scalar(
+        db,
         """select count(*) from (select record_id from emem.record_tags where tag in ('broad', 'rare')
            union select record_id from emem.records where content like '%%INV-7%%'
            union (select record_id from emem.record_vectors
                   order by embedding <=> %s::vector limit 100)) as u""",
         (str(QUESTION_VECTOR),),
-    ).fetchone()[0]
+    )
     assert result["total_candidates"] == expected
     for row in result["rows"]:
         assert ("tags" in row["found_by"]) == (row["record_id"] in set(exact_tag_order(db, ["broad", "rare"])))
@@ -132,7 +134,8 @@ def test_broad_term_list_is_in_distance_order_then_records_without_vector(db: ps
 
 def test_broad_tag_and_broad_term_together_count_each_record_once(db: psycopg.Connection) -> None:
     result = envelope(db, "broad rare Q3 INV-7", QUESTION_VECTOR, 1, 30)
-    expected = db.execute(
+    expected = scalar(
+        db,
         """select count(*) from (select record_id from emem.record_tags where tag in ('broad', 'rare')
            union select record_id from emem.records
                  where content_search @@ (phraseto_tsquery('emem.exact', 'Q3')
@@ -140,7 +143,7 @@ def test_broad_tag_and_broad_term_together_count_each_record_once(db: psycopg.Co
            union (select record_id from emem.record_vectors
                   order by embedding <=> %s::vector limit 100)) as u""",
         (str(QUESTION_VECTOR),),
-    ).fetchone()[0]
+    )
     assert result["total_candidates"] == expected
     terms = set(exact_term_order(db))
     for row in result["rows"]:
@@ -152,11 +155,12 @@ def test_edge_endpoints_count_once_beside_broad_lists(db: psycopg.Connection) ->
     """Records reached only by an edge whose label the question names join the union of several
     broad lists once, as do the endpoints of such an edge that the lists hold already."""
     plain = put(db, [{"content": f"plain {i}"} for i in range(6)], lane="l")
-    tagged = db.execute("select min(record_id) from emem.record_tags where tag = 'rare'").fetchone()[0]
+    tagged = scalar(db, "select min(record_id) from emem.record_tags where tag = 'rare'")
     for start, end in [(plain[0], plain[1]), (plain[2], plain[3]), (plain[4], tagged), (plain[4], plain[5])]:
         db.execute("""select emem.link_records(%s, %s, 'paid', '{"for": "rare"}')""", (start, end))
     result = envelope(db, "broad rare Q3 INV-7", QUESTION_VECTOR, 1, 30)
-    expected = db.execute(
+    expected = scalar(
+        db,
         """select count(*) from (select record_id from emem.record_tags where tag in ('broad', 'rare')
            union select record_id from emem.records
                  where content_search @@ (phraseto_tsquery('emem.exact', 'Q3')
@@ -165,8 +169,6 @@ def test_edge_endpoints_count_once_beside_broad_lists(db: psycopg.Connection) ->
            union (select record_id from emem.record_vectors
                   order by embedding <=> %s::vector limit 100)) as u""",
         (str(QUESTION_VECTOR),),
-    ).fetchone()[0]
-    without_plain = db.execute(
-        "select count(distinct record_id) from emem.record_tags where tag in ('broad', 'rare')"
-    ).fetchone()[0]
+    )
+    without_plain = scalar(db, "select count(distinct record_id) from emem.record_tags where tag in ('broad', 'rare')")
     assert result["total_candidates"] == expected and expected >= without_plain + len(plain)
