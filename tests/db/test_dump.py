@@ -2,13 +2,15 @@
 same answers; every function works with an empty search_path."""
 
 import json
-import shutil
 import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from queries import scalar
 
 QUESTION = ("apollo INV-2031", "[1,0,0]")
 
@@ -17,7 +19,7 @@ def fill(db: psycopg.Connection) -> None:
     db.execute("select emem.create_lane('sales')")
     db.execute("select emem.create_agent_profile('clerk', array['sales'])")
     db.execute("select emem.create_embedding_space('m', 3, 'fp', true)")
-    items = [
+    items: list[dict[str, object]] = [
         {"kind": "note", "content": f"INV-2031 note {i}", "lane": "sales", "tags": ["apollo"], "vector": [1, i, 0]}
         for i in range(5)
     ]
@@ -37,7 +39,7 @@ def fill(db: psycopg.Connection) -> None:
     db.execute("select emem.link_records(%s, %s, 'billed', '{\"invoice\": \"INV-9\"}')", (ids[0], ids[1]))
 
 
-def snapshot(conn: psycopg.Connection) -> dict:
+def snapshot(conn: psycopg.Connection) -> dict[str, Any]:
     tables = [
         "lanes",
         "agent_profiles",
@@ -52,36 +54,36 @@ def snapshot(conn: psycopg.Connection) -> dict:
         "window_members",
     ]
     return {
-        "counts": {t: conn.execute(f"select count(*) from emem.{t}").fetchone()[0] for t in tables},
-        "find": conn.execute("select emem.e_gather_find_envelope(%s, %s)", QUESTION).fetchone()[0],
+        "counts": {t: scalar(conn, f"select count(*) from emem.{t}") for t in tables},
+        "find": scalar(conn, "select emem.e_gather_find_envelope(%s, %s)", QUESTION),
     }
 
 
-def test_dump_and_restore_keep_user_rows_and_answers(db: psycopg.Connection, dsn, tmp_path: Path) -> None:
+def test_dump_and_restore_keep_user_rows_and_answers(
+    db: psycopg.Connection, dsn: Callable[..., str], tmp_path: Path
+) -> None:
     fill(db)
     before = snapshot(db)
     dump = tmp_path / "emem.dump"
     info = db.info
     target = f"emem_restore_{uuid.uuid4().hex[:8]}"
     connection = ["-h", info.host, "-p", str(info.port), "-U", info.user]
-    subprocess.run([shutil.which("pg_dump"), *connection, "-Fc", "-f", str(dump), info.dbname], check=True)
+    subprocess.run(["pg_dump", *connection, "-Fc", "-f", str(dump), info.dbname], check=True)
     db.execute(f"create database {target}")
     try:
-        subprocess.run(
-            [shutil.which("pg_restore"), *connection, "-d", target, "--exit-on-error", str(dump)], check=True
-        )
+        subprocess.run(["pg_restore", *connection, "-d", target, "--exit-on-error", str(dump)], check=True)
         with psycopg.connect(host=info.host, port=info.port, user=info.user, dbname=target, autocommit=True) as copy:
             # pg_dump leaves out the spaces' HNSW indexes (made outside the extension's script): the
             # restore's one step after loading creates them, and health says so until then.
-            health = copy.execute("select emem.e_health('m', 3, 'fp')").fetchone()[0]
+            health = scalar(copy, "select emem.e_health('m', 3, 'fp')")
             assert "vector_indexes_missing" in health["reasons"]
-            assert copy.execute("select emem.rebuild_derived()").fetchone()[0] == 1  # the one space's indexes
+            assert scalar(copy, "select emem.rebuild_derived()") == 1  # the one space's indexes
             after = snapshot(copy)
             assert after == before
             assert before["counts"]["records"] == 8
-            new_id = copy.execute("select emem.put_record('note', 'after restore', 'sales')").fetchone()[0]
+            new_id = scalar(copy, "select emem.put_record('note', 'after restore', 'sales')")
             assert new_id > max(r["record_id"] for r in before["find"]["rows"])
-            indexes = copy.execute("select count(*) from pg_indexes where indexdef like '%%hnsw%%'").fetchone()[0]
+            indexes = scalar(copy, "select count(*) from pg_indexes where indexdef like '%%hnsw%%'")
             assert indexes == 2
     finally:
         db.execute(f"drop database {target} with (force)")

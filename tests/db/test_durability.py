@@ -20,6 +20,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
+from typing import TypedDict
 
 import figures
 import psycopg
@@ -27,6 +29,7 @@ import pytest
 from clusters import Cluster, throwaway_cluster
 from derived import derived_mismatch
 from psycopg import errors
+from queries import row, scalar
 
 pytest_plugins = ["figures"]
 
@@ -45,7 +48,7 @@ def test_concurrent_reingest_of_one_source_key_writes_it_once(db: psycopg.Connec
     db.execute("select emem.create_lane('sales')")
     item = json.dumps([{"kind": "note", "content": "chunk", "lane": "sales", "source_key": "file:a#1"}])
     with psycopg.connect(dsn()) as first, psycopg.connect(dsn(), autocommit=True) as second:
-        created_first = first.execute("select record_id, created from emem.put_records(%s)", (item,)).fetchone()
+        created_first = row(first, "select record_id, created from emem.put_records(%s)", (item,))
         outcome: dict[str, object] = {}
 
         def write_again() -> None:
@@ -62,7 +65,7 @@ def test_concurrent_reingest_of_one_source_key_writes_it_once(db: psycopg.Connec
         first.commit()
         racer.join(10)
     assert outcome["second"] == (created_first[0], False)
-    assert db.execute("select count(*) from emem.records").fetchone()[0] == 1
+    assert scalar(db, "select count(*) from emem.records") == 1
 
 
 # ---- a private cluster to kill ------------------------------------------------------------------------------
@@ -82,7 +85,7 @@ def batch_items(number: int) -> str:
     rng = random.Random(number)
     items = []
     for i in range(BATCH):
-        item = {
+        item: dict[str, object] = {
             "kind": "note",
             "content": f"batch {number} item {i} INV-{number}-{i}",
             "lane": "ingest",
@@ -141,8 +144,8 @@ def check_batches(conn: psycopg.Connection, ingest: Ingest) -> int:
         else:
             assert whole or records == 0, f"batch {number} (in flight) is there in part: {records} records"
     assert not stored, f"records of batches never sent: {sorted(stored)}"
-    total = conn.execute("select count(*) from emem.records").fetchone()[0]
-    whole_tags = conn.execute("select count(*) from emem.record_tags where tag = 'crash test'").fetchone()[0]
+    total: int = scalar(conn, "select count(*) from emem.records")
+    whole_tags = scalar(conn, "select count(*) from emem.record_tags where tag = 'crash test'")
     assert whole_tags == total
     return total
 
@@ -166,11 +169,8 @@ def test_every_acknowledged_batch_survives_sigkill_of_the_postmaster(private_clu
         cluster.start()
         with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
             figures.add("records checked", check_batches(conn, ingest), detail="after SIGKILL")
-            in_flight = (
-                ingest.sent[-1] not in ingest.acknowledged
-                and conn.execute(
-                    "select count(*) from emem.records where source_key = %s", (f"b{ingest.sent[-1]}-0",)
-                ).fetchone()[0]
+            in_flight = ingest.sent[-1] not in ingest.acknowledged and scalar(
+                conn, "select count(*) from emem.records where source_key = %s", (f"b{ingest.sent[-1]}-0",)
             )
         figures.add(
             "faults injected",
@@ -190,9 +190,9 @@ def test_every_acknowledged_batch_survives_sigkill_of_the_postmaster(private_clu
         ).fetchall():
             conn.execute("select bt_index_check(%s::regclass, true)", (index,))
         last = ingest.acknowledged[-1]
-        found = conn.execute(
-            "select emem.e_gather_find_envelope(%s, '[1,1,1,1]', 1, 1000)", (f"INV-{last}-7 batch-{last}",)
-        ).fetchone()[0]
+        found = scalar(
+            conn, "select emem.e_gather_find_envelope(%s, '[1,1,1,1]', 1, 1000)", (f"INV-{last}-7 batch-{last}",)
+        )
         assert f"b{last}-7" in {
             r[0]
             for r in conn.execute(
@@ -214,14 +214,21 @@ def vector(rng: random.Random) -> str:
     return "[" + ",".join(f"{rng.uniform(-1, 1):.4f}" for _ in range(DIMENSION - 1)) + ",1]"
 
 
+class Held(TypedDict):
+    """A record as the writers saw it acknowledged."""
+
+    lane: str
+    tags: set[str]
+
+
 @dataclass
 class Model:
     """What the writers saw acknowledged: the counts the database must end with."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
-    records: dict[int, dict] = field(default_factory=dict)
+    records: dict[int, Held] = field(default_factory=dict)
     edges: int = 0
-    windows: dict[tuple, set[int]] = field(default_factory=dict)
+    windows: dict[tuple[int, ...], set[int]] = field(default_factory=dict)
     operations: int = 0
     retries: int = 0
     failures: list[str] = field(default_factory=list)
@@ -256,7 +263,7 @@ class Writer:
                     )[0]
                     if step != self.batch and not self.mine:
                         step = self.batch
-                    retrying(self.model, lambda step=step: step(conn))
+                    retrying(self.model, partial(step, conn))
                     with self.model.lock:
                         self.model.operations += 1
                     time.sleep(self.rng.uniform(0, 0.005))
@@ -305,7 +312,7 @@ class Writer:
 
     def untag(self, conn: psycopg.Connection) -> None:
         record_id, tags = self.rng.choice(self.mine), self.rng.sample(TAG_POOL, 3)
-        removed = conn.execute("select emem.untag_record(%s, %s)", (record_id, tags)).fetchone()[0]
+        removed = scalar(conn, "select emem.untag_record(%s, %s)", (record_id, tags))
         with self.model.lock:
             had = self.model.records[record_id]["tags"]
             assert removed == len(had & set(tags)), (record_id, had, tags, removed)
@@ -346,7 +353,7 @@ class Finder:
             with psycopg.connect(self.dsn, autocommit=True) as conn:
                 while time.monotonic() < self.deadline and not self.model.failures:
                     call = self.rng.choice(calls)
-                    retrying(self.model, lambda call=call: call(conn))
+                    retrying(self.model, partial(call, conn))
                     self.finds += 1
                     time.sleep(self.rng.uniform(0, 0.005))
         except Exception as error:  # reported by the test
@@ -358,10 +365,11 @@ class Finder:
 
     def envelope(self, conn: psycopg.Connection) -> None:
         page_size = self.rng.choice([5, 30])
-        found = conn.execute(
+        found = scalar(
+            conn,
             "select emem.e_gather_find_envelope(%s, %s::vector, %s, %s)",
             (*self.question(), self.rng.randint(1, 3), page_size),
-        ).fetchone()[0]
+        )
         assert {r["lane"] for r in found["rows"]} <= self.lanes
         assert found["total_pages"] == math.ceil(found["total_candidates"] / page_size)
 
@@ -397,14 +405,16 @@ def test_concurrent_writers_and_finders_keep_every_count(
     db.execute("select emem.create_lane('commons')")
     db.execute("select emem.create_embedding_space('soak-model', %s, null, true)", (DIMENSION,))
     model, deadline = Model(), time.monotonic() + SOAK_SECONDS
-    writers, finders = [], []
+    writers: list[Writer] = []
+    finders: list[Finder] = []
     for n in range(writers_count):
         db.execute("select emem.create_lane(%s)", (f"writer{n}",))
         db.execute("select emem.create_agent_profile(%s, array[%s, 'commons'])", (f"team{n}", f"writer{n}"))
         writers.append(Writer(n, dsn(make_role("writer", f"team{n}")), model, deadline))
     for n in range(finders_count):
         finders.append(Finder(n, dsn(make_role("finder", f"team{n}")), {f"writer{n}", "commons"}, model, deadline))
-    threads = [threading.Thread(target=w.run, daemon=True) for w in [*writers, *finders]]
+    runners: list[Writer | Finder] = [*writers, *finders]
+    threads = [threading.Thread(target=runner.run, daemon=True) for runner in runners]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -422,8 +432,8 @@ def test_concurrent_writers_and_finders_keep_every_count(
         )
     }
     assert stored == model.records
-    assert db.execute("select count(*) from emem.record_vectors").fetchone()[0] == len(model.records)
-    assert db.execute("select count(*) from emem.edges").fetchone()[0] == model.edges
+    assert scalar(db, "select count(*) from emem.record_vectors") == len(model.records)
+    assert scalar(db, "select count(*) from emem.edges") == model.edges
     windows = {
         tuple(sorted(row[0]))
         for row in db.execute("select array_agg(record_id) from emem.window_members group by window_id")

@@ -11,6 +11,7 @@ import writes
 from databases import MakeRole
 from finds import envelope
 from psycopg import errors
+from queries import scalar
 from vectors import unit
 
 QUESTION_VECTOR = "[1,0,0,0]"
@@ -68,12 +69,12 @@ def four_disjoint_lists(db: psycopg.Connection, built: dict[str, list[int]]) -> 
     return built
 
 
-def placed_letters(found: dict) -> str:
+def placed_letters(found: dict[str, Any]) -> str:
     return "".join(LETTER[row["placed_by"]] for row in found["rows"])
 
 
 @FOUR_LISTS
-def test_four_lookups_interleave_40_35_20_5(four_disjoint_lists: dict[str, list[int]], db) -> None:
+def test_four_lookups_interleave_40_35_20_5(four_disjoint_lists: dict[str, list[int]], db: psycopg.Connection) -> None:
     found = envelope(db, "apollo INV-2031", QUESTION_VECTOR, page_size=11)
     assert placed_letters(found) == "VTWVTVTWVTF"
     for row in found["rows"]:
@@ -82,7 +83,9 @@ def test_four_lookups_interleave_40_35_20_5(four_disjoint_lists: dict[str, list[
 
 
 @FOUR_LISTS
-def test_every_candidate_is_kept_and_pages_are_cut_from_the_merged_list(four_disjoint_lists, db) -> None:
+def test_every_candidate_is_kept_and_pages_are_cut_from_the_merged_list(
+    four_disjoint_lists: dict[str, list[int]], db: psycopg.Connection
+) -> None:
     whole = envelope(db, "apollo INV-2031", QUESTION_VECTOR, page_size=1000)
     assert whole["total_candidates"] == 80
     every_candidate = [record_id for ids in four_disjoint_lists.values() for record_id in ids]
@@ -94,13 +97,15 @@ def test_every_candidate_is_kept_and_pages_are_cut_from_the_merged_list(four_dis
 
 
 @FOUR_LISTS
-def test_page_holds_30_records_unless_page_size_says_otherwise(four_disjoint_lists, db) -> None:
-    found = db.execute("select emem.e_gather_find_envelope('apollo INV-2031', %s)", (QUESTION_VECTOR,)).fetchone()[0]
+def test_page_holds_30_records_unless_page_size_says_otherwise(
+    four_disjoint_lists: dict[str, list[int]], db: psycopg.Connection
+) -> None:
+    found = scalar(db, "select emem.e_gather_find_envelope('apollo INV-2031', %s)", (QUESTION_VECTOR,))
     assert (found["page_size"], len(found["rows"]), found["total_pages"]) == (30, 30, 3)
 
 
 @FOUR_LISTS
-def test_each_list_is_sorted_by_distance(four_disjoint_lists, db) -> None:
+def test_each_list_is_sorted_by_distance(four_disjoint_lists: dict[str, list[int]], db: psycopg.Connection) -> None:
     rows = envelope(db, "apollo INV-2031", QUESTION_VECTOR, page_size=1000)["rows"]
     for name in ("record_vectors", "window_vectors"):
         distances = [r["distance"] for r in rows if r["placed_by"] == name]
@@ -110,7 +115,9 @@ def test_each_list_is_sorted_by_distance(four_disjoint_lists, db) -> None:
 
 
 @FOUR_LISTS
-def test_exhausted_list_leaves_the_others_going(four_disjoint_lists, db) -> None:
+def test_exhausted_list_leaves_the_others_going(
+    four_disjoint_lists: dict[str, list[int]], db: psycopg.Connection
+) -> None:
     rows = envelope(db, "apollo INV-2031", QUESTION_VECTOR, page_size=1000)["rows"]
     last_vector_rank = max(r["rank"] for r in rows if r["placed_by"] == "record_vectors")
     tail = [r["placed_by"] for r in rows if r["rank"] > last_vector_rank]
@@ -126,7 +133,7 @@ def test_record_found_twice_is_placed_once(corpus: psycopg.Connection) -> None:
     assert found["total_candidates"] == 1
 
 
-def test_code_found_only_by_full_text_is_on_page_one_despite_200_closer_records(corpus) -> None:
+def test_code_found_only_by_full_text_is_on_page_one_despite_200_closer_records(corpus: psycopg.Connection) -> None:
     put(
         corpus,
         [
@@ -167,7 +174,7 @@ def test_figure_counts_as_a_full_text_term(corpus: psycopg.Connection) -> None:
     assert (row["record_id"], row["found_by"]) == (target, ["fulltext"])
 
 
-def test_plural_question_matches_singular_tag_and_multi_word_tag_needs_all_words(corpus) -> None:
+def test_plural_question_matches_singular_tag_and_multi_word_tag_needs_all_words(corpus: psycopg.Connection) -> None:
     invoice, apollo = put(corpus, [{"content": "a", "tags": ["invoice"]}, {"content": "b", "tags": ["Project Apollo"]}])
     assert [r["record_id"] for r in envelope(corpus, "all invoices")["rows"]] == [invoice]
     assert envelope(corpus, "apollo")["rows"] == []
@@ -203,8 +210,8 @@ def test_window_adds_every_record_it_was_made_from_with_its_best_distance(corpus
         corpus,
         [{"kind": "conversation", "content": f"turn {i}", "thread_id": "c", "thread_position": i} for i in range(4)],
     )
-    near = corpus.execute("select emem.put_window(%s, %s::vector)", (turns[0:2], str(unit(1, 0.1, 0, 0)))).fetchone()[0]
-    far = corpus.execute("select emem.put_window(%s, %s::vector)", (turns[1:4], str(unit(1, 1, 0, 0)))).fetchone()[0]
+    near = scalar(corpus, "select emem.put_window(%s, %s::vector)", (turns[0:2], str(unit(1, 0.1, 0, 0))))
+    far = scalar(corpus, "select emem.put_window(%s, %s::vector)", (turns[1:4], str(unit(1, 1, 0, 0))))
     rows = {r["record_id"]: r for r in envelope(corpus, "anything at all", QUESTION_VECTOR)["rows"]}
     assert set(rows) == set(turns)
     assert rows[turns[1]]["windows"] == [near, far]
@@ -214,7 +221,9 @@ def test_window_adds_every_record_it_was_made_from_with_its_best_distance(corpus
 
 
 @FOUR_LISTS
-def test_degraded_mode_answers_from_tags_edges_and_full_text_with_placeholders(four_disjoint_lists, db) -> None:
+def test_degraded_mode_answers_from_tags_edges_and_full_text_with_placeholders(
+    four_disjoint_lists: dict[str, list[int]], db: psycopg.Connection
+) -> None:
     found = envelope(db, "apollo INV-2031", page_size=1000)
     assert (found["degraded"], found["degraded_reason"]) == (True, "no_vector")
     assert {r["placed_by"] for r in found["rows"]} == {"tags", "fulltext"}
@@ -255,7 +264,7 @@ def test_wrong_dimension_is_an_error_naming_both(corpus: psycopg.Connection) -> 
 
 
 @FOUR_LISTS
-def test_profile_with_one_lookup_removed(four_disjoint_lists, db: psycopg.Connection) -> None:
+def test_profile_with_one_lookup_removed(four_disjoint_lists: dict[str, list[int]], db: psycopg.Connection) -> None:
     db.execute("set emem.pipeline_profile = 'record_vectors, tags, fulltext'")
     found = envelope(db, "apollo INV-2031", QUESTION_VECTOR, page_size=1000)
     assert {r["placed_by"] for r in found["rows"]} == {"record_vectors", "tags", "fulltext"}
@@ -270,7 +279,9 @@ def test_unknown_lookup_in_the_profile_is_a_clear_error(corpus: psycopg.Connecti
         envelope(corpus, "anything", QUESTION_VECTOR)
 
 
-def test_page_is_cut_before_lane_filter(corpus: psycopg.Connection, make_role: Callable[..., str], dsn) -> None:
+def test_page_is_cut_before_lane_filter(
+    corpus: psycopg.Connection, make_role: Callable[..., str], dsn: Callable[..., str]
+) -> None:
     corpus.execute("select emem.create_agent_profile('sales_agent', array['sales'])")
     role = make_role("sales", "sales_agent")
     put(
@@ -287,7 +298,9 @@ def test_page_is_cut_before_lane_filter(corpus: psycopg.Connection, make_role: C
         assert len(envelope(agent, "apollo", page=1, page_size=5)["rows"]) < 5
 
 
-def test_envelope_gives_totals_when_every_row_of_the_page_was_removed(corpus, make_role, dsn) -> None:
+def test_envelope_gives_totals_when_every_row_of_the_page_was_removed(
+    corpus: psycopg.Connection, make_role: MakeRole, dsn: Callable[..., str]
+) -> None:
     corpus.execute("select emem.create_agent_profile('sales_agent', array['sales'])")
     role = make_role("sales", "sales_agent")
     put(
@@ -301,7 +314,7 @@ def test_envelope_gives_totals_when_every_row_of_the_page_was_removed(corpus, ma
         found = envelope(agent, "apollo", page=1, page_size=1)
         assert (found["rows"], found["total_pages"], found["total_candidates"]) == ([], 2, 2)
         assert found["degraded"] is True
-        assert agent.execute("select count(*) from emem.e_gather_find('apollo', null, 1, 1)").fetchone()[0] == 0
+        assert scalar(agent, "select count(*) from emem.e_gather_find('apollo', null, 1, 1)") == 0
 
 
 @pytest.mark.parametrize(
@@ -318,7 +331,9 @@ def test_envelope_gives_totals_when_every_row_of_the_page_was_removed(corpus, ma
         (("q", "[0,0,0,0]", 1, 30), r"zero vector"),
     ],
 )
-def test_out_of_range_arguments_get_a_clear_error(corpus: psycopg.Connection, args: tuple, message: str) -> None:
+def test_out_of_range_arguments_get_a_clear_error(
+    corpus: psycopg.Connection, args: tuple[str | None, str | None, int | None, int | None], message: str
+) -> None:
     with pytest.raises(errors.InvalidParameterValue, match=message):
         corpus.execute("select emem.e_gather_find_envelope(%s, %s, %s, %s)", args)
 
@@ -339,15 +354,15 @@ def test_out_of_range_arguments_get_a_clear_error(corpus: psycopg.Connection, ar
 def test_question_text_is_data_never_syntax(corpus: psycopg.Connection, question: str) -> None:
     [target] = put(corpus, [{"content": "The 'INV-2031' invoice; drop table? select * from pg_authid", "tags": ["a"]}])
     found = envelope(corpus, question)
-    assert corpus.execute("select count(*) from emem.records").fetchone()[0] == 1
+    assert scalar(corpus, "select count(*) from emem.records") == 1
     assert all(r["record_id"] == target for r in found["rows"])
 
 
 @FOUR_LISTS
-def test_explain_shows_the_analysed_question_and_each_lookup(four_disjoint_lists, db) -> None:
-    explained = db.execute(
-        "select emem.e_gather_explain('apollo INV-2031 invoices', %s)", (QUESTION_VECTOR,)
-    ).fetchone()[0]
+def test_explain_shows_the_analysed_question_and_each_lookup(
+    four_disjoint_lists: dict[str, list[int]], db: psycopg.Connection
+) -> None:
+    explained = scalar(db, "select emem.e_gather_explain('apollo INV-2031 invoices', %s)", (QUESTION_VECTOR,))
     assert explained["question"] == {
         "terms": ["apollo", "inv-2031", "invoice"],
         "known_words": ["apollo", "invoice"],
@@ -363,12 +378,12 @@ def test_explain_shows_the_analysed_question_and_each_lookup(four_disjoint_lists
 
 
 @FOUR_LISTS
-def test_explain_shows_each_lookups_plan_and_the_statements_it_ran(four_disjoint_lists, db) -> None:
+def test_explain_shows_each_lookups_plan_and_the_statements_it_ran(
+    four_disjoint_lists: dict[str, list[int]], db: psycopg.Connection
+) -> None:
     """For the owner: what each lookup decided to read and why, the shape of the list built from it,
     and every statement it ran (name, text, rows, time); then the merge's, totals' and rows'."""
-    explained = db.execute(
-        "select emem.e_gather_explain('apollo INV-2031 invoices', %s)", (QUESTION_VECTOR,)
-    ).fetchone()[0]
+    explained = scalar(db, "select emem.e_gather_explain('apollo INV-2031 invoices', %s)", (QUESTION_VECTOR,))
     lookups = explained["lookups"]
     assert lookups["record_vectors"]["plan"] == {"kind": "whole", "reason": "the nearest 20 record vectors (HNSW)"}
     assert lookups["tags"]["plan"]["kind"] == "whole" and "records" in lookups["tags"]["plan"]["reason"]
@@ -420,9 +435,7 @@ def test_explain_shows_each_rows_rank_in_every_list(corpus: psycopg.Connection) 
             {"content": "b", "tags": ["apollo"], "vector": unit(0, 1, 0, 0)},
         ],
     )
-    explained = corpus.execute(
-        "select emem.e_gather_explain('apollo Kowalski', %s, 1, 10)", (QUESTION_VECTOR,)
-    ).fetchone()[0]
+    explained = scalar(corpus, "select emem.e_gather_explain('apollo Kowalski', %s, 1, 10)", (QUESTION_VECTOR,))
     ranks = {row["record_id"]: row["list_ranks"] for row in explained["rows"]}
     assert ranks[both] == {"record_vectors": 1, "tags": 1, "window_vectors": None, "fulltext": 1}
     assert ranks[tagged] == {"record_vectors": 2, "tags": 2, "window_vectors": None, "fulltext": None}

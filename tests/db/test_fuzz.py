@@ -28,9 +28,10 @@ import math
 import os
 import re
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any, TypeGuard, TypeVar
 
 import figures
 import psycopg
@@ -38,6 +39,8 @@ import pytest
 from databases import MakeRole
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from psycopg.errors import Diagnostic
+from queries import row, scalar
 from writes import put
 
 pytest_plugins = ["figures"]
@@ -55,6 +58,7 @@ MAX_CONTENT_CHARS = 200_000  # a record's content; longer text goes into file ch
 F32_MAX = 3.4028234663852886e38
 F32_SMALLEST_NORMAL = 1.1754943508222875e-38
 UNIQUE = itertools.count(1)
+T = TypeVar("T")
 
 # ---- strategies ---------------------------------------------------------------------------------
 
@@ -277,7 +281,8 @@ def combine(*verdicts: str) -> str:
 
 
 def f32(value: float) -> float:
-    return struct.unpack("f", struct.pack("f", value))[0]
+    rounded: float = struct.unpack("f", struct.pack("f", value))[0]
+    return rounded
 
 
 def vector_verdict(vector: VectorInput, dimension: int | None, null_is_valid: bool) -> str:
@@ -356,8 +361,13 @@ def authority_verdict(authority: float | None) -> str:
     return EITHER  # rounds into range as a real, or underflows
 
 
-def int_in(value: int | None, low: int, high: int) -> bool:
+def int_in(value: int | None, low: int, high: int) -> TypeGuard[int]:
     return value is not None and low <= value <= high
+
+
+def all_present(values: Sequence[T | None] | None) -> TypeGuard[Sequence[T]]:
+    """Whether there are values and none of them is None."""
+    return values is not None and None not in values
 
 
 def normal_tag(tag: str) -> str:
@@ -381,7 +391,7 @@ class Guard:
     owner: psycopg.Connection
     function: str
     extra_states: frozenset[str] = frozenset()
-    problems: dict[tuple, Problem] = field(default_factory=dict)
+    problems: dict[tuple[str, str, str, str], Problem] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         tables = [
@@ -393,21 +403,22 @@ class Guard:
         ]
         parts = [f"(select count(*) from {t}), (select coalesce(max(xmin::text::bigint), 0) from {t})" for t in tables]
         self.snapshot_sql = f"select array[{', '.join(parts)}]::bigint[]"
-        self.started = self.owner.execute("select pg_postmaster_start_time()").fetchone()[0]
+        self.started = scalar(self.owner, "select pg_postmaster_start_time()")
         self.state = self.snapshot()
 
     def snapshot(self) -> list[int]:
-        return self.owner.execute(self.snapshot_sql).fetchone()[0]
+        counts: list[int] = scalar(self.owner, self.snapshot_sql)
+        return counts
 
     def call(
         self,
         statement: str,
-        args: tuple,
+        args: tuple[object, ...],
         verdict: str = EITHER,
         function: str | None = None,
         expected_state: str | None = None,
         context: str = "",
-    ) -> list[tuple] | psycopg.Error:
+    ) -> list[tuple[Any, ...]] | psycopg.Error:
         """`context`: what else the case set (settings), shown with its input when it goes wrong."""
         function = function or self.function
         args_shown = (*args, context) if context else args
@@ -417,16 +428,24 @@ class Guard:
         except psycopg.Error as error:
             assert error.sqlstate, f"{function}: no SQLSTATE (client-side error?): {error!r}"
             assert self.snapshot() == self.state, f"{function} failed but wrote something: {args!r:.300}"
-            self.judge(error, function, args_shown, verdict, expected_state)
+            self.judge(error.sqlstate, error.diag, function, args_shown, verdict, expected_state)
             return error
         if verdict == INVALID:
             self.note(function, "accepted clearly invalid input", "-", f"{rows!r:.80}", args_shown)
         self.state = self.snapshot()
         return rows
 
-    def judge(self, error: psycopg.Error, function: str, args: tuple, verdict: str, expected_state: str | None) -> None:
-        """Records what makes an error wrong, unclear or unexpected; finish() reports them all."""
-        state, diag = error.sqlstate, error.diag
+    def judge(
+        self,
+        state: str,
+        diag: Diagnostic,
+        function: str,
+        args: tuple[object, ...],
+        verdict: str,
+        expected_state: str | None,
+    ) -> None:
+        """Records what makes an error (its SQLSTATE and diagnostics) wrong, unclear or unexpected;
+        finish() reports them all."""
         primary = diag.message_primary or ""
         issues = []
         if verdict == VALID:
@@ -454,7 +473,7 @@ class Guard:
         for issue in issues:
             self.note(function, issue, state, primary, args)
 
-    def note(self, function: str, issue: str, state: str, message: str, args: tuple) -> None:
+    def note(self, function: str, issue: str, state: str, message: str, args: tuple[object, ...]) -> None:
         pattern = re.sub(r"\d+", "N", re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", message))[:120]
         key = (function, issue, state, pattern)
         example = f"{args!r:.400}"
@@ -467,7 +486,7 @@ class Guard:
                 known.example = example
 
     def finish(self) -> None:
-        assert self.owner.execute("select pg_postmaster_start_time()").fetchone()[0] == self.started, (
+        assert scalar(self.owner, "select pg_postmaster_start_time()") == self.started, (
             "the server restarted during the run"
         )
         assert self.conn.execute("select 1").fetchone() == (1,)
@@ -515,7 +534,7 @@ class Corpus:
     def ids(self) -> list[int]:
         return self.notes + self.conversation + self.file + self.other_lane
 
-    def record_ids(self) -> st.SearchStrategy:
+    def record_ids(self) -> st.SearchStrategy[int | None]:
         return st.one_of(
             st.sampled_from(self.ids),
             st.none(),
@@ -523,14 +542,14 @@ class Corpus:
             st.integers(-(2**63), 2**63 - 1),
         )
 
-    def thread_of(self, ids: list[int]) -> list[int] | None:
+    def thread_of(self, ids: Sequence[int]) -> list[int] | None:
         for thread in (self.conversation, self.file, self.other_lane):
             if set(ids) <= set(thread):
                 return thread
         return None
 
     def guard(
-        self, function: str, conn: psycopg.Connection | None = None, extra_states: set[str] = frozenset()
+        self, function: str, conn: psycopg.Connection | None = None, extra_states: Iterable[str] = frozenset()
     ) -> Guard:
         return Guard(conn or self.db, self.db, function, frozenset(extra_states))
 
@@ -617,7 +636,7 @@ def call_find(
     page_size: int | None = 30,
     verdict: str = EITHER,
     context: str = "",
-) -> list[tuple] | psycopg.Error:
+) -> list[tuple[Any, ...]] | psycopg.Error:
     args = (question, vector) if how == "e_gather_explain" else (question, vector, page, page_size)
     return guard.call(FIND_CALLS[how], args, verdict, function=how, expected_state="22", context=context)
 
@@ -767,7 +786,7 @@ def test_put_record_refuses_bad_fields(corpus: Corpus, share: float) -> None:
         kind: str,
         content: str,
         lane: str,
-        tags: list | None,
+        tags: list[str | None] | None,
         authority: float | None,
         occurred_at: object,
         thread: bool,
@@ -802,15 +821,18 @@ def test_put_record_refuses_bad_fields(corpus: Corpus, share: float) -> None:
         args = (kind, content, lane, tags, authority, occurred_at, thread_id, position, metadata_text, source_key)
         result = guard.call(PUT_RECORD, args, verdict)
         if not isinstance(result, psycopg.Error) and verdict == VALID:
-            stored = corpus.db.execute(
+            stored = row(
+                corpus.db,
                 "select content, lane_name, array(select tag from emem.record_tags t"
                 " where t.record_id = r.record_id) from emem.records r"
                 " where record_id = %s",
                 (result[0][0],),
-            ).fetchone()
+            )
             assert stored[:2] == (content, lane)
-            if all(t.isascii() for t in tags or []):
-                assert sorted(stored[2]) == sorted({normal_tag(t) for t in tags or []})
+            written = tags or []
+            assert all_present(written)  # a valid verdict: no tag is NULL
+            if all(t.isascii() for t in written):
+                assert sorted(stored[2]) == sorted({normal_tag(t) for t in written})
 
     run()
     guard.finish()
@@ -861,10 +883,10 @@ def record_items(draw: st.DrawFn) -> tuple[object, str]:
     shape = draw(st.sampled_from(["valid", "mutated", "mutated", "any"]))
     if shape == "any":
         return draw(JSON), EITHER
-    items = []
+    records: list[dict[str, object]] = []
     for _ in range(draw(st.integers(0 if shape == "mutated" else 1, 3))):
         kind = draw(st.sampled_from(KINDS))
-        item = {
+        item: dict[str, object] = {
             "kind": kind,
             "content": f"{draw(SAFE_WORD)} {draw(CONTENTS)}",
             "lane": draw(st.sampled_from(["sales", "hr"])),
@@ -873,9 +895,10 @@ def record_items(draw: st.DrawFn) -> tuple[object, str]:
             item |= {"thread_id": "fuzz-bulk", "thread_position": 0}
         for key in sorted(draw(st.sets(st.sampled_from(sorted(OPTIONAL_FIELDS)), max_size=3))):
             item[key] = draw(OPTIONAL_FIELDS[key])
-        items.append(item)
-    if shape == "mutated" and items:
-        item = draw(st.sampled_from(items))
+        records.append(item)
+    items: list[object] = list(records)  # a mutation may put any JSON in place of a record
+    if shape == "mutated" and records:
+        item = draw(st.sampled_from(records))
         action = draw(st.sampled_from(["set", "add", "drop", "replace"]))
         key = draw(KEYS | TEXT)
         if action == "set":
@@ -921,15 +944,17 @@ def test_put_records_refuses_any_bad_json_whole(corpus: Corpus, share: float) ->
         )
         if isinstance(result, psycopg.Error) or verdict != VALID:
             return
+        assert isinstance(items, list)  # a valid verdict: a list of records
         assert [r[0] for r in result] == list(range(1, len(items) + 1))
         for item, (_, record_id, created) in zip(items, result, strict=True):
             assert created
-            stored = corpus.db.execute(
+            stored = row(
+                corpus.db,
                 "select content, lane_name, array(select tag from emem.record_tags t where t.record_id = r.record_id"
                 " order by tag), (select count(*) from emem.record_vectors v where v.record_id = r.record_id)"
                 " from emem.records r where record_id = %s",
                 (record_id,),
-            ).fetchone()
+            )
             assert (stored[0], stored[1], sorted(stored[2]), stored[3]) == (
                 item["content"],
                 item["lane"],
@@ -974,7 +999,7 @@ def test_tag_and_untag_refuse_bad_tags_and_unknown_records(corpus: Corpus, share
 
     @fuzz_settings(700, share)
     @given(record_id=corpus.record_ids(), tags=TAG_LISTS, untag=st.booleans())
-    def run(record_id: int | None, tags: list | None, untag: bool) -> None:
+    def run(record_id: int | None, tags: list[str | None] | None, untag: bool) -> None:
         function = "untag_record" if untag else "tag_record"
         verdict = combine(VALID if record_id in known else INVALID, tag_verdict(tags))
         result = guard.call(
@@ -985,6 +1010,7 @@ def test_tag_and_untag_refuse_bad_tags_and_unknown_records(corpus: Corpus, share
             expected_state="22023",
         )
         if not isinstance(result, psycopg.Error) and verdict == VALID:
+            assert all_present(tags)  # a valid verdict: a list, no tag NULL
             stored = {
                 r[0] for r in corpus.db.execute("select tag from emem.record_tags where record_id = %s", (record_id,))
             }
@@ -1006,7 +1032,7 @@ def test_link_records_refuses_bad_ends_relations_and_properties(corpus: Corpus, 
         relation=st.one_of(st.none(), SAFE_WORD, TEXT, SYNTAX, AROUND_200),
         properties=st.one_of(st.none(), st.dictionaries(TEXT, JSON, max_size=4), JSON),
     )
-    def run(ends: tuple, relation: str | None, properties: object) -> None:
+    def run(ends: tuple[int | None, int | None], relation: str | None, properties: object) -> None:
         relation_verdict = (
             INVALID
             if relation is None or len(relation) > 200 or re.search(r"[\x00-\x1f\x7f-\x9f]", relation)
@@ -1067,7 +1093,7 @@ def test_put_window_refuses_members_that_are_no_run_of_one_thread(corpus: Corpus
         for i in range(len(thread))
         for j in range(i + 1, len(thread) + 1)
     ]
-    members = st.one_of(
+    members: st.SearchStrategy[Sequence[int | None] | None] = st.one_of(
         st.sampled_from(runs),
         st.sampled_from(runs).flatmap(st.permutations),
         st.lists(corpus.record_ids(), max_size=5),
@@ -1077,9 +1103,14 @@ def test_put_window_refuses_members_that_are_no_run_of_one_thread(corpus: Corpus
 
     @fuzz_settings(600, share)
     @given(member_ids=members, vector=VECTORS, space=st.sampled_from(sorted(SPACES, key=str)))
-    def run(member_ids: list | None, vector: VectorInput, space: int | None) -> None:
-        thread = corpus.thread_of(member_ids) if member_ids and None not in member_ids else None
-        is_run = bool(thread) and len(set(member_ids)) == len(member_ids) and any(sorted(member_ids) == r for r in runs)
+    def run(member_ids: Sequence[int | None] | None, vector: VectorInput, space: int | None) -> None:
+        is_run = (
+            bool(member_ids)
+            and all_present(member_ids)
+            and bool(corpus.thread_of(member_ids))
+            and len(set(member_ids)) == len(member_ids)
+            and any(sorted(member_ids) == r for r in runs)
+        )
         verdict = combine(
             VALID if is_run else INVALID,
             INVALID if SPACES[space] is None else VALID,
@@ -1092,6 +1123,7 @@ def test_put_window_refuses_members_that_are_no_run_of_one_thread(corpus: Corpus
             expected_state="22",
         )
         if not isinstance(result, psycopg.Error):
+            assert member_ids is not None  # accepted: a run of record ids
             stored = {
                 r[0]
                 for r in corpus.db.execute(
@@ -1122,7 +1154,7 @@ def test_lanes_profiles_and_bindings_refuse_bad_names(
         lanes=lane_lists,
         role_name=st.one_of(st.just(role), ROLE_NAMES),
     )
-    def run(what: str, name: str, lanes: list | None, role_name: str) -> None:
+    def run(what: str, name: str, lanes: list[str | None] | None, role_name: str) -> None:
         name_ok = name_pattern.fullmatch(name) is not None
         if what == "create_lane":
             guard.call(
@@ -1145,9 +1177,9 @@ def test_lanes_profiles_and_bindings_refuse_bad_names(
             )
         else:
             profile = name if name_ok else "sales_agent"
-            exists = corpus.db.execute(
-                "select exists (select from emem.agent_profiles where profile_name = %s)", (profile,)
-            ).fetchone()[0]
+            exists = scalar(
+                corpus.db, "select exists (select from emem.agent_profiles where profile_name = %s)", (profile,)
+            )
             verdict = combine(VALID if role_name == role else EITHER, VALID if exists else INVALID)
             guard.call(
                 "select emem.bind_role(%s::name, %s::text)",
@@ -1211,7 +1243,7 @@ def test_label_intersection_refuses_bad_tags(corpus: Corpus, share: float) -> No
 
     @fuzz_settings(500, share)
     @given(tags=st.one_of(TAG_LISTS, st.just(["invoice", "Apollo  Project"])))
-    def run(tags: list | None) -> None:
+    def run(tags: list[str | None] | None) -> None:
         result = guard.call(
             "select record_id from emem.records_with_all_tags(%s::text[])",
             (tags,),
@@ -1239,7 +1271,12 @@ def test_timeline_refuses_bad_bounds_pages_and_filters(corpus: Corpus, share: fl
         tags=st.one_of(st.none(), TAG_LISTS),
     )
     def run(
-        start: object, end: object, page: int | None, page_size: int | None, kinds: list | None, tags: list | None
+        start: object,
+        end: object,
+        page: int | None,
+        page_size: int | None,
+        kinds: list[str | None] | None,
+        tags: list[str | None] | None,
     ) -> None:
         if isinstance(start, datetime) and isinstance(end, datetime):
             times = VALID if start <= end else INVALID
@@ -1284,6 +1321,7 @@ def test_health_and_analysis_take_any_text(corpus: Corpus, share: float) -> None
                 VALID,
                 function=what,
             )
+            assert not isinstance(result, psycopg.Error), f"e_health refused: {result}"
             assert result[0][0]["status"] in ("ok", "degraded")
         else:
             guard.call(f"select emem.{what}(%s::text)", (text,), VALID, function=what)
@@ -1295,13 +1333,21 @@ def test_health_and_analysis_take_any_text(corpus: Corpus, share: float) -> None
 # ---- what the fuzzers found, pinned -----------------------------------------------------------------
 
 
+def refused(result: list[tuple[Any, ...]] | psycopg.Error) -> psycopg.Error:
+    """The error of a call that must have been refused."""
+    assert isinstance(result, psycopg.Error), f"accepted: {result!r:.80}"
+    return result
+
+
 def test_content_too_big_to_index_gets_a_clear_error(corpus: Corpus) -> None:
     """More than 1 MB of distinct words exceeds what a tsvector holds: a clear 22xxx error with
     the accepted size, not a program-limit error from deep inside full text."""
     guard = corpus.guard("put_record(huge content)")
     content = " ".join(f"w{i:07d}" for i in range(150_000))
-    result = guard.call("select emem.put_record('note', %s, 'sales')", (content,), INVALID)
-    assert result.sqlstate.startswith("22"), f"{result.sqlstate}: {result.diag.message_primary}"
+    result = refused(guard.call("select emem.put_record('note', %s, 'sales')", (content,), INVALID))
+    assert result.sqlstate is not None and result.sqlstate.startswith("22"), (
+        f"{result.sqlstate}: {result.diag.message_primary}"
+    )
 
 
 def test_whitespace_only_tag_gets_a_clear_error(corpus: Corpus) -> None:
@@ -1318,7 +1364,7 @@ def test_whitespace_only_tag_gets_a_clear_error(corpus: Corpus) -> None:
             "tag_record": ("select emem.tag_record(%s, %s::text[])", (corpus.notes[0], [tag])),
         }
         for name, (statement, args) in calls.items():
-            states[name, tag] = guard.call(statement, args, INVALID).sqlstate
+            states[name, tag] = refused(guard.call(statement, args, INVALID)).sqlstate
     assert set(states.values()) == {"22023"}, states
 
 
@@ -1329,7 +1375,7 @@ def test_huge_but_finite_vectors_do_not_break_find(corpus: Corpus) -> None:
     guard = corpus.guard("find after a huge vector")
     stored = guard.call("select emem.put_record_vector(%s, '[3e38,3e38,3e38]')", (corpus.notes[1],))
     if isinstance(stored, psycopg.Error):
-        assert stored.sqlstate.startswith("22")
+        assert stored.sqlstate is not None and stored.sqlstate.startswith("22")
     for vector in ("[1,1,1]", "[3e38,-3e38,1]"):
         answer = guard.call("select emem.e_gather_find_envelope('invoice', %s::vector)", (vector,))
         if isinstance(answer, psycopg.Error):

@@ -22,6 +22,7 @@ import pytest
 from clusters import throwaway_cluster
 from databases import MakeRole
 from psycopg import errors, sql
+from queries import scalar
 from vectors import unit
 from writes import put
 
@@ -102,12 +103,18 @@ def agent(built: dict[str, Any], dsn: Callable[..., str]) -> Iterator[psycopg.Co
         yield conn
 
 
-def envelope(conn: psycopg.Connection, question: str, vector: str | None = VECTOR, **declared: str) -> dict[str, Any]:
-    return finds.envelope(conn, question, vector, **declared)
+def envelope(
+    conn: psycopg.Connection,
+    question: str,
+    vector: str | None = VECTOR,
+    model: str | None = None,
+    fingerprint: str | None = None,
+) -> dict[str, Any]:
+    return finds.envelope(conn, question, vector, model=model, fingerprint=fingerprint)
 
 
-def explain(conn: psycopg.Connection, question: str, vector: str | None) -> dict:
-    found = conn.execute("select emem.e_gather_explain(%s, %s::vector)", (question, vector)).fetchone()[0]
+def explain(conn: psycopg.Connection, question: str, vector: str | None) -> dict[str, Any]:
+    found: dict[str, Any] = scalar(conn, "select emem.e_gather_explain(%s, %s::vector)", (question, vector))
     # No time, plan or statement reaches an agent: under strict isolation they could follow other
     # lanes' volume.
     assert "merge_milliseconds" not in found and "statements" not in found
@@ -116,7 +123,7 @@ def explain(conn: psycopg.Connection, question: str, vector: str | None) -> dict
     return found
 
 
-def answers(conn: psycopg.Connection) -> list:
+def answers(conn: psycopg.Connection) -> list[tuple[dict[str, Any], dict[str, Any], list[tuple[Any, ...]]]]:
     """Everything the agent learns from find and explain over the questions, with and without a vector."""
     return [
         (envelope(conn, q, v), explain(conn, q, v), sorted(conn.execute("select * from emem.records").fetchall()))
@@ -175,7 +182,7 @@ def test_the_owner_sets_what_an_agent_profile_runs_under(
     db.execute(f"alter database {db.info.dbname} set emem.pipeline_profile = 'tags, fulltext'")
     with psycopg.connect(dsn(agent.info.user), autocommit=True) as fresh:
         assert envelope(fresh, "invoice")["pipeline_profile"] == {"tags": 35, "fulltext": 5}
-    settings = db.execute("select emem.set_agent_setting('agent', 'emem.pipeline_profile', 'fulltext')").fetchone()[0]
+    settings = scalar(db, "select emem.set_agent_setting('agent', 'emem.pipeline_profile', 'fulltext')")
     assert settings == {"emem.pipeline_profile": "fulltext"}
     assert envelope(agent, "invoice")["pipeline_profile"] == {"fulltext": 5}
     db.execute("select emem.set_agent_setting('agent', 'emem.pipeline_profile', null)")
@@ -240,14 +247,14 @@ def test_an_edge_follows_its_ends_into_and_out_of_readable_lanes(
     assert shared_end not in reached_by_tags("termination planned")
 
     own_end = lanes["own"][0]
-    edge = db.execute("select emem.link_records(%s, %s, 'reviewed_by')", (own_end, shared_end)).fetchone()[0]
+    edge = scalar(db, "select emem.link_records(%s, %s, 'reviewed_by')", (own_end, shared_end))
     assert db.execute(
         "select from_lane_name, to_lane_name from emem.edges where relation = 'reviewed_by'"
     ).fetchone() == ("own", "shared")
     assert {own_end, shared_end} <= reached_by_tags("reviewed by")
     # The owner links the edge to another end instead: its labels take the new end's lane.
     db.execute("select emem.unlink_records(%s)", (edge,))
-    edge = db.execute("select emem.link_records(%s, %s, 'reviewed_by')", (own_end, secret_end)).fetchone()[0]
+    edge = scalar(db, "select emem.link_records(%s, %s, 'reviewed_by')", (own_end, secret_end))
     assert own_end not in reached_by_tags("reviewed by")
     db.execute("select emem.unlink_records(%s)", (edge,))
     db.execute("select emem.link_records(%s, %s, 'reviewed_by')", (own_end, shared_end))
@@ -306,7 +313,8 @@ def test_under_page_filter_totals_tell_a_guessed_hidden_value_and_strict_does_no
     def totals(guess: str) -> int:
         found = envelope(agent, guess, None)
         assert {row["lane"] for row in found["rows"]} <= {"own", "shared"}
-        return found["total_candidates"]
+        total: int = found["total_candidates"]
+        return total
 
     assert totals("98,765") == totals("12,345") + 1
     db.execute("select emem.set_agent_setting('agent', 'emem.lane_isolation', 'strict')")
@@ -338,7 +346,7 @@ def test_a_read_lane_is_not_a_write_lane(agent: psycopg.Connection, lanes: dict[
             agent.execute(call, (lanes["shared"][0],))
     # linking from its own record to a shared one it reads is allowed
     agent.execute("select emem.link_records(%s, %s, 'cites')", (lanes["own"][0], lanes["shared"][0]))
-    assert agent.execute("select emem.put_record('note', 'mine', 'own')").fetchone()[0] > 0
+    assert scalar(agent, "select emem.put_record('note', 'mine', 'own')") > 0
     probe("write lanes", 3)
 
 
@@ -388,7 +396,7 @@ def test_one_lanes_open_transaction_never_stalls_another_lanes_writes(
             agent.execute(write.format(lane="own", record=own, commons=commons, thread="t-1"))
             assert time.monotonic() - started < 1, write
         other.rollback()
-    counts = dict(
+    counts: dict[str, int] = dict(
         db.execute("select lane_name, record_count from emem.tag_vocabulary where tag = 'brand new tag'").fetchall()
     )
     assert counts == {"own": 1}  # the thread's first turn; the note went with delete_records
@@ -400,7 +408,9 @@ def test_one_lanes_open_transaction_never_stalls_another_lanes_writes(
     probe("write stall", len(WRITES_OF_EVERY_KIND))
 
 
-def test_a_binding_does_not_outlive_its_role(db: psycopg.Connection, lanes: dict, dsn: Callable[..., str]) -> None:
+def test_a_binding_does_not_outlive_its_role(
+    db: psycopg.Connection, lanes: dict[str, list[int]], dsn: Callable[..., str]
+) -> None:
     db.execute("create role reborn login")
     try:
         db.execute("select emem.bind_role('reborn', 'agent')")
@@ -411,7 +421,7 @@ def test_a_binding_does_not_outlive_its_role(db: psycopg.Connection, lanes: dict
         with psycopg.connect(dsn("reborn"), autocommit=True) as conn:
             with pytest.raises(errors.InsufficientPrivilege, match="bound to no agent profile"):
                 envelope(conn, "invoice")
-            assert conn.execute("select count(*) from emem.records").fetchone()[0] == 0
+            assert scalar(conn, "select count(*) from emem.records") == 0
     finally:
         db.execute("drop role if exists reborn")
     probe("role identity")
@@ -435,9 +445,7 @@ def test_nfc_and_nfd_spellings_find_the_same_records(db: psycopg.Connection, age
     for question in ("Zo\u00eb M\u00fcller", "caf\u00e9 visits", nfd):
         found = envelope(agent, question, None)
         assert record in {r["record_id"] for r in found["rows"]}, question
-    assert db.execute("select tag from emem.record_tags where record_id = %s", (record,)).fetchone()[0] == (
-        "caf\u00e9 visits"
-    )
+    assert scalar(db, "select tag from emem.record_tags where record_id = %s", (record,)) == "caf\u00e9 visits"
 
 
 # ---- one call cannot stall or crash the server --------------------------------------------------------
@@ -461,7 +469,7 @@ BIG = "x" * 10_001
         ("select emem.e_gather_find_envelope('q', null, 1000, 1000)", (), "at most 100000"),
     ],
 )
-def test_every_argument_is_capped(agent: psycopg.Connection, call: str, args: tuple, message: str) -> None:
+def test_every_argument_is_capped(agent: psycopg.Connection, call: str, args: tuple[object, ...], message: str) -> None:
     with pytest.raises(errors.InvalidParameterValue, match=message):
         agent.execute(call, args)
     probe("argument caps")
@@ -505,7 +513,7 @@ SERVER_ADDRESS_SPACE = 1_500_000_000
 HUGE = 50_000_000
 
 
-def huge_calls(own: int) -> list[tuple[str, tuple]]:
+def huge_calls(own: int) -> list[tuple[str, tuple[object, ...]]]:
     """Every function an agent may call, each with a 50 MB argument."""
     text, tags = "x" * HUGE, ["t" * 100] * (HUGE // 100)
     return [
@@ -543,16 +551,17 @@ def test_a_50_mb_argument_is_refused_cleanly_by_a_memory_limited_server(db: psyc
         owner.execute("select emem.create_embedding_space('m', 4, 'fp', true)")
         owner.execute("create role hostile login")
         owner.execute("select emem.bind_role('hostile', 'agent')")
-        own = owner.execute("select emem.put_record('note', 'Kowalski sent INV-7001', 'own')").fetchone()[0]
-        started = owner.execute("select pg_postmaster_start_time()").fetchone()[0]
+        own = scalar(owner, "select emem.put_record('note', 'Kowalski sent INV-7001', 'own')")
+        started = scalar(owner, "select pg_postmaster_start_time()")
         with psycopg.connect(cluster.dsn() + " user=hostile", autocommit=True) as agent:
             for call, args in huge_calls(own):
                 with pytest.raises(psycopg.Error) as caught:
                     agent.execute(call, args)
-                assert caught.value.sqlstate[:2] in ("22", "54"), (call, caught.value.sqlstate, caught.value)
+                sqlstate = caught.value.sqlstate
+                assert sqlstate is not None and sqlstate[:2] in ("22", "54"), (call, sqlstate, caught.value)
                 probe("50 MB arguments")
-        assert owner.execute("select pg_postmaster_start_time()").fetchone()[0] == started
-        assert owner.execute("select count(*) from emem.records").fetchone()[0] == 1
+        assert scalar(owner, "select pg_postmaster_start_time()") == started
+        assert scalar(owner, "select count(*) from emem.records") == 1
         with psycopg.connect(cluster.dsn() + " user=hostile", autocommit=True) as agent:
             peak = find_peak_memory(agent)
     print(f"\nmemory of the largest find (10,000-character question, page of 1000): VmHWM {peak // 1024} MB")
@@ -561,7 +570,7 @@ def test_a_50_mb_argument_is_refused_cleanly_by_a_memory_limited_server(db: psyc
 
 def find_peak_memory(agent: psycopg.Connection) -> int:
     """The backend's peak resident memory (kB) after the largest find an agent may ask for."""
-    pid = agent.execute("select pg_backend_pid()").fetchone()[0]
+    pid = scalar(agent, "select pg_backend_pid()")
     words = " ".join(f"word{i} INV-{i}" for i in range(800))[:10_000]
     agent.execute("select emem.e_gather_find_envelope(%s, '[1,0,0,0]', 1, 1000)", (words,))
     status = Path(f"/proc/{pid}/status").read_text()

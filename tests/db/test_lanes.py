@@ -8,6 +8,7 @@ import psycopg
 import pytest
 from databases import MakeRole
 from psycopg import errors
+from queries import scalar
 from writes import put
 
 TABLES = (
@@ -72,7 +73,7 @@ def connect_as(dsn: Callable[..., str], role: str) -> psycopg.Connection:
 
 
 @pytest.mark.parametrize("table", TABLES)
-def test_direct_select_stays_inside_the_lanes(two_lanes: dict[str, str], dsn, table: str) -> None:
+def test_direct_select_stays_inside_the_lanes(two_lanes: dict[str, str], dsn: Callable[..., str], table: str) -> None:
     with connect_as(dsn, two_lanes["sales"]) as sales, connect_as(dsn, two_lanes["hr"]) as hr:
         for conn, own, other in ((sales, "sales", "hr"), (hr, "hr", "sales")):
             rows = conn.execute(f"select * from emem.{table}").fetchall()
@@ -80,16 +81,16 @@ def test_direct_select_stays_inside_the_lanes(two_lanes: dict[str, str], dsn, ta
             assert other not in json.dumps([list(map(str, r)) for r in rows])
 
 
-def test_edge_across_lanes_is_visible_to_neither_agent(two_lanes: dict[str, str], dsn) -> None:
+def test_edge_across_lanes_is_visible_to_neither_agent(two_lanes: dict[str, str], dsn: Callable[..., str]) -> None:
     for lane in ("sales", "hr"):
         with connect_as(dsn, two_lanes[lane]) as conn:
             assert conn.execute("select relation from emem.edges").fetchall() == [("about",)]
 
 
 @pytest.mark.parametrize("table", TABLES)
-def test_role_with_no_profile_reads_nothing(two_lanes: dict[str, str], dsn, table: str) -> None:
+def test_role_with_no_profile_reads_nothing(two_lanes: dict[str, str], dsn: Callable[..., str], table: str) -> None:
     with connect_as(dsn, two_lanes["none"]) as conn:
-        assert conn.execute(f"select count(*) from emem.{table}").fetchone()[0] == 0
+        assert scalar(conn, f"select count(*) from emem.{table}") == 0
 
 
 READ_PATHS = [
@@ -102,7 +103,9 @@ READ_PATHS = [
 
 
 @pytest.mark.parametrize("read", READ_PATHS)
-def test_role_with_no_profile_is_refused_by_every_read_path(two_lanes: dict[str, str], dsn, read: str) -> None:
+def test_role_with_no_profile_is_refused_by_every_read_path(
+    two_lanes: dict[str, str], dsn: Callable[..., str], read: str
+) -> None:
     """Fail closed: no rows and no totals, but a clear refusal."""
     with (
         connect_as(dsn, two_lanes["none"]) as conn,
@@ -112,16 +115,16 @@ def test_role_with_no_profile_is_refused_by_every_read_path(two_lanes: dict[str,
 
 
 def test_owner_reads_every_lane(two_lanes: dict[str, str], db: psycopg.Connection) -> None:
-    assert db.execute("select count(distinct lane_name) from emem.records").fetchone()[0] == 2
+    assert scalar(db, "select count(distinct lane_name) from emem.records") == 2
 
 
-def test_label_intersection_stays_inside_the_lanes(two_lanes: dict[str, str], dsn) -> None:
+def test_label_intersection_stays_inside_the_lanes(two_lanes: dict[str, str], dsn: Callable[..., str]) -> None:
     with connect_as(dsn, two_lanes["sales"]) as conn:
         rows = conn.execute("select lane from emem.records_with_all_tags(array['invoice'])").fetchall()
         assert rows == [("sales",)]
 
 
-def test_timeline_and_find_stay_inside_the_lanes(two_lanes: dict[str, str], dsn) -> None:
+def test_timeline_and_find_stay_inside_the_lanes(two_lanes: dict[str, str], dsn: Callable[..., str]) -> None:
     with connect_as(dsn, two_lanes["hr"]) as conn:
         lanes = {r[0] for r in conn.execute("select lane from emem.e_timeline('-infinity', 'infinity')")}
         assert lanes == {"hr"}
@@ -132,7 +135,7 @@ def test_timeline_and_find_stay_inside_the_lanes(two_lanes: dict[str, str], dsn)
 
 
 @pytest.mark.corpus(lanes, read_only=False)
-def test_agent_cannot_write_into_another_lane(two_lanes: dict[str, str], dsn) -> None:
+def test_agent_cannot_write_into_another_lane(two_lanes: dict[str, str], dsn: Callable[..., str]) -> None:
     with connect_as(dsn, two_lanes["sales"]) as conn:
         conn.execute("select emem.put_record('note', 'mine', 'sales')")
         with pytest.raises(errors.InsufficientPrivilege, match="lane 'hr' is not a lane this role may write"):
@@ -145,7 +148,7 @@ def test_agent_cannot_write_into_another_lane(two_lanes: dict[str, str], dsn) ->
             conn.execute("select emem.bind_role(current_user, 'hr_agent')")
 
 
-def test_profile_cannot_be_claimed(two_lanes: dict[str, str], dsn) -> None:
+def test_profile_cannot_be_claimed(two_lanes: dict[str, str], dsn: Callable[..., str]) -> None:
     with connect_as(dsn, two_lanes["sales"]) as conn:
         with pytest.raises(errors.InsufficientPrivilege, match="permission denied for function _gather"):
             conn.execute("select emem._gather('invoice', null, 1, 30, false, null, null)")

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 import figures
 import psycopg
@@ -27,6 +28,8 @@ from checkout import ROOT
 from databases import MakeRole
 from finds import envelope
 from psycopg import errors, sql
+from queries import scalar
+from releases import control_default_version
 from writes import put
 
 pytest_plugins = ["figures"]
@@ -115,7 +118,7 @@ def three_lanes(db: psycopg.Connection, make_role: MakeRole) -> Vault:
     for n, lane in enumerate(LANES):
         secret, direction = vault.secrets[lane], DIRECTION[lane]
         day = f"2026-0{n + 1}-1"
-        items = [
+        items: list[dict[str, object]] = [
             {
                 "kind": "note",
                 "content": f"Invoice {secret} billed 1200 EUR for the apollo project",
@@ -215,7 +218,8 @@ TAG_LOOKUPS = ("tags", "tags_by_terms")
 def reached_by_tags(db: psycopg.Connection, question: str, record_id: int, lanes: tuple[str, ...]) -> bool:
     """Whether a tag lookup reaches the record for a reader of `lanes`: through a matching tag, or
     a matching edge both of whose ends lie in those lanes (computed here independently)."""
-    return db.execute(
+    reached: bool = scalar(
+        db,
         """with q as (select array(select jsonb_array_elements_text(emem.analyse_question(%(q)s)->'terms')) as terms)
            select exists (select from emem.record_tags rt, emem.tag_vocabulary v, q
                           where rt.record_id = %(id)s and v.tag = rt.tag and v.lane_name = rt.lane_name
@@ -227,10 +231,11 @@ def reached_by_tags(db: psycopg.Connection, question: str, record_id: int, lanes
                             and el.label_terms && q.terms and el.label_terms <@ q.terms
                             and a.lane_name = any(%(lanes)s) and b.lane_name = any(%(lanes)s))""",
         {"q": question, "id": record_id, "lanes": list(lanes)},
-    ).fetchone()[0]
+    )
+    return reached
 
 
-def rows_for(db: psycopg.Connection, question: str, rows: list[dict], who: str) -> list[dict]:
+def rows_for(db: psycopg.Connection, question: str, rows: list[dict[str, Any]], who: str) -> list[dict[str, Any]]:
     """The owner's rows as a role reads them: its lanes only; a row a tag lookup placed only
     through an edge the role cannot read is left out, and such a lookup is not named in found_by."""
     kept = []
@@ -247,7 +252,9 @@ def rows_for(db: psycopg.Connection, question: str, rows: list[dict], who: str) 
     return kept
 
 
-def find_rows(conn: psycopg.Connection, question: str, vector: str | None, page: int, page_size: int) -> list[dict]:
+def find_rows(
+    conn: psycopg.Connection, question: str, vector: str | None, page: int, page_size: int
+) -> list[dict[str, Any]]:
     return [
         r[0]
         for r in conn.execute(
@@ -257,7 +264,7 @@ def find_rows(conn: psycopg.Connection, question: str, vector: str | None, page:
     ]
 
 
-def snapshot(db: psycopg.Connection) -> list[tuple]:
+def snapshot(db: psycopg.Connection) -> list[tuple[str, object]]:
     """Every row of every table of schema emem, as the owner reads them."""
     tables = [
         r[0]
@@ -269,9 +276,7 @@ def snapshot(db: psycopg.Connection) -> list[tuple]:
     return [
         (
             t,
-            db.execute(
-                f"select coalesce(jsonb_agg(to_jsonb(x) order by to_jsonb(x)::text), '[]') from {t} as x"
-            ).fetchone()[0],
+            scalar(db, f"select coalesce(jsonb_agg(to_jsonb(x) order by to_jsonb(x)::text), '[]') from {t} as x"),
         )
         for t in tables
     ]
@@ -314,10 +319,9 @@ def test_explain_tells_an_agent_no_more_than_find(
     """Per-lookup counts, list ranks and times span every lane: an agent (under page_filter)
     gets the analysis and its own rows' provenance, exactly what find tells it."""
 
-    def explain(conn: psycopg.Connection, question: str, vector: str | None) -> dict:
-        return without_timings(
-            conn.execute("select emem.e_gather_explain(%s, %s::vector)", (question, vector)).fetchone()[0]
-        )
+    def explain(conn: psycopg.Connection, question: str, vector: str | None) -> dict[str, Any]:
+        explained = scalar(conn, "select emem.e_gather_explain(%s, %s::vector)", (question, vector))
+        return cast(dict[str, Any], without_timings(explained))  # a dict stays a dict
 
     for question in vault.questions():
         for vector in VECTORS[:2]:
@@ -444,13 +448,13 @@ def test_sequences_and_statistics_tell_nothing_of_other_lanes(
             with pytest.raises(errors.InsufficientPrivilege):
                 conn.execute(f"select last_value from {sequence}")
             probed(who, "sequence", vault)
-        stats = conn.execute(
-            "select coalesce(jsonb_agg(to_jsonb(s)), '[]') from pg_stats s where s.schemaname = 'emem'"
-        ).fetchone()[0]
+        stats = scalar(
+            conn, "select coalesce(jsonb_agg(to_jsonb(s)), '[]') from pg_stats s where s.schemaname = 'emem'"
+        )
         assert_no_leak(stats, who, vault, "pg_stats")
-        stats = conn.execute(
-            "select coalesce(jsonb_agg(to_jsonb(s)), '[]') from pg_stats_ext s where s.schemaname = 'emem'"
-        ).fetchone()[0]
+        stats = scalar(
+            conn, "select coalesce(jsonb_agg(to_jsonb(s)), '[]') from pg_stats_ext s where s.schemaname = 'emem'"
+        )
         assert_no_leak(stats, who, vault, "pg_stats_ext")
 
 
@@ -461,13 +465,11 @@ def test_temporary_relations_do_not_shadow_what_the_functions_read(
     change no answer: every function pins its search_path and qualifies its relations."""
     conn = sessions["sales"]
 
-    def answers() -> list:
+    def answers() -> list[object]:
         return [
             envelope(conn, vault.secrets["salesvault"] + " invoice", "[1,0,0]"),
-            conn.execute("select jsonb_agg(to_jsonb(t)) from emem.e_timeline('-infinity', 'infinity') t").fetchone()[0],
-            conn.execute(
-                "select jsonb_agg(to_jsonb(t)) from emem.records_with_all_tags(array['invoice']) t"
-            ).fetchone()[0],
+            scalar(conn, "select jsonb_agg(to_jsonb(t)) from emem.e_timeline('-infinity', 'infinity') t"),
+            scalar(conn, "select jsonb_agg(to_jsonb(t)) from emem.records_with_all_tags(array['invoice']) t"),
         ]
 
     before = answers()
@@ -487,7 +489,9 @@ def test_temporary_relations_do_not_shadow_what_the_functions_read(
 # ---- error messages and writes --------------------------------------------------------------------
 
 
-def diagnostics(conn: psycopg.Connection, statement: str, args: tuple = (), named: object = None) -> tuple:
+def diagnostics(
+    conn: psycopg.Connection, statement: str, args: tuple[object, ...] = (), named: object = None
+) -> tuple[str | None, ...]:
     """An error's SQLSTATE, message, detail and hint; `named` (an id, a lane) replaced by a placeholder."""
     with pytest.raises(psycopg.Error) as caught:
         conn.execute(statement, args)
@@ -505,7 +509,7 @@ def test_another_lanes_record_is_an_unknown_record(
     """Every write that names a record of a lane the role cannot read fails exactly as it fails for
     an id no record has: same SQLSTATE, same message (but the id), same hint; nothing written."""
     before = snapshot(db)
-    missing = db.execute("select max(record_id) + 1000 from emem.records").fetchone()[0]
+    missing = scalar(db, "select max(record_id) + 1000 from emem.records")
     calls = {
         "tag_record": "select emem.tag_record({id}, array['x'])",
         "untag_record": "select emem.untag_record({id}, array['invoice'])",
@@ -555,9 +559,11 @@ def test_agents_write_tables_only_through_the_api(
                 f"update emem.{table} set {{c}} = {{c}}",
                 f"delete from emem.{table}",
             ):
-                column = db.execute(
-                    "select attname from pg_attribute where attrelid = %s::regclass and attnum = 1", (f"emem.{table}",)
-                ).fetchone()[0]
+                column = scalar(
+                    db,
+                    "select attname from pg_attribute where attrelid = %s::regclass and attnum = 1",
+                    (f"emem.{table}",),
+                )
                 with pytest.raises(errors.InsufficientPrivilege, match="permission denied"):
                     conn.execute(statement.format(c=column))
                 probed(who, f"direct write to {table}", vault)
@@ -578,10 +584,11 @@ def test_a_role_writes_into_its_own_lanes_with_tags_vectors_edges_and_windows(
     """The other side of the lanes: every write path works for a role inside the lanes it reads."""
     conn, outcomes = sessions["sales"], {}
     plain = [
-        conn.execute(
+        scalar(
+            conn,
             "select emem.put_record(%s, %s, %s, thread_id => %s, thread_position => %s)",
             (kind, f"own {i}", lane, thread, position),
-        ).fetchone()[0]
+        )
         for i, (kind, lane, thread, position) in enumerate(
             [
                 ("note", "salesvault", None, None),
@@ -718,7 +725,7 @@ def test_no_setting_widens_what_a_role_reads(
 def test_a_role_cannot_become_another(
     vault: Vault, sessions: dict[str, psycopg.Connection], db: psycopg.Connection
 ) -> None:
-    owner = db.execute("select extowner::regrole::text from pg_extension where extname = 'emem'").fetchone()[0]
+    owner = scalar(db, "select extowner::regrole::text from pg_extension where extname = 'emem'")
     for who, conn in sessions.items():
         for target in [*(name for other, name in vault.roles.items() if other != who), owner, "pg_read_all_data"]:
             for statement in ("set role {}", "set session authorization {}"):
@@ -810,8 +817,7 @@ PGSPOT_IGNORED_LANGUAGES = ("plpython3u",)
 
 
 def built_install_script() -> Path:
-    control = (ROOT / "emem.control").read_text()
-    version = re.search(r"^default_version\s*=\s*'([^']+)'", control, flags=re.MULTILINE).group(1)
+    version = control_default_version()
     script = ROOT / "build" / f"emem--{version}.sql"
     assert script.exists(), f"{script} is not built: run make"
     sources = "".join(p.read_text() for p in sorted((ROOT / "sql").glob("[0-9][0-9]_*.sql")))
