@@ -28,7 +28,8 @@ import pytest
 from checkout import ROOT
 from client.doubles import HashGateway
 from clusters import free_port
-from queries import scalar
+from queries import row, scalar
+from releases import CURRENT
 from test_embedded_model import MODEL, MODEL_FINGERPRINT
 
 from emem_client import Client, EmbeddedGateway, cli, setup_defaults
@@ -460,11 +461,11 @@ def test_the_monitoring_queries_run(db: psycopg.Connection) -> None:
     db.execute("select emem.create_lane('notes')")
     db.execute("select emem.create_embedding_space(%s, 384, %s, true)", (MODEL, MODEL_FINGERPRINT))
     db.execute("select emem.put_record('note', 'no vector yet', 'notes')")
-    health, coverage, queue, version = (db.execute(statement).fetchone() for statement in statements(snippet))
+    health, coverage, queue, version = (row(db, statement) for statement in statements(snippet))
     assert health[0]["status"] == "degraded" and health[0]["reasons"] == ["vectors_incomplete"]
     assert coverage[0] is not None
     assert queue == (1, 0)
-    assert version[0] == re.search(r"default_version = '([^']+)'", (ROOT / "emem.control").read_text())[1]
+    assert version[0] == CURRENT  # emem.control's default_version
 
 
 # ---- the documentation itself -----------------------------------------------------------------
