@@ -159,6 +159,12 @@ class Said:
         text = " ".join(block.text for block in self.tool.content if block.type == "text")
         return re.sub(r"^Error executing tool \w+: ", "", text)
 
+    @property
+    def tool_result(self) -> CallToolResult:
+        """The MCP result, which every answer of the MCP server has."""
+        assert self.tool is not None
+        return self.tool
+
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> Said:
     capsys.readouterr()

@@ -19,7 +19,8 @@ from clusters import free_port
 from doubles import FileSwitchedGateway
 from fastapi import FastAPI
 
-from emem_client.http import ServiceSettings, create_app
+from emem_client.http import create_app
+from emem_client.service_settings import ServiceSettings
 
 CLIENT_TESTS = Path(__file__).resolve().parent
 # The factory imports this folder's helpers and those of tests/ (clusters).

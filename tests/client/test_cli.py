@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 from doubles import CONVERSATIONS, HashGateway, missing_extension_message
+from queries import scalar
 from test_embedded_model import MODEL as EMBEDDED_MODEL
 from test_embedded_model import MODEL_FINGERPRINT as EMBEDDED_FINGERPRINT
 
@@ -380,7 +381,7 @@ def test_help_documents_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> No
 def test_version_names_the_client_and_the_extension_in_the_database(
     db: psycopg.Connection, emem: Callable[..., tuple[int, str, str]]
 ) -> None:
-    extension = db.execute("select extversion from pg_extension where extname = 'emem'").fetchone()[0]
+    extension = scalar(db, "select extversion from pg_extension where extname = 'emem'")
     client = version("emem-client")
     where = f'database "{db.info.dbname}" on {db.info.host}:{db.info.port}'
     assert emem("--version") == (0, f"emem-client {client}\nemem extension {extension} in {where}\n", "")
@@ -419,7 +420,9 @@ def use_the_recommended_profile(db: psycopg.Connection) -> list[tuple[str, str, 
     """Sets control/exact_first.conf's profile for the test database; (name, label, needs_vector) of its
     lookups as the database's registry lists them, in tie order."""
     recommended = (Path(__file__).resolve().parents[2] / "control" / "exact_first.conf").read_text()
-    profile = re.search(r"^emem\.pipeline_profile\s*=\s*'([^']+)'", recommended, re.MULTILINE)[1]
+    setting = re.search(r"^emem\.pipeline_profile\s*=\s*'([^']+)'", recommended, re.MULTILINE)
+    assert setting, "control/exact_first.conf sets emem.pipeline_profile"
+    profile = setting[1]
     db.execute(f"alter database {db.info.dbname} set emem.pipeline_profile = '{profile}'")
     names = [entry.split(":")[0].strip() for entry in profile.split(",")]
     lookups = db.execute(

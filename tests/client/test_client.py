@@ -14,6 +14,7 @@ import psycopg
 import pytest
 from doubles import DAY, INVOICE_AXIS, MEETING_AXIS, WEATHER_AXIS, StubGateway, missing_extension_message
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from queries import scalar
 
 from emem_client import (
     GATEWAY_DOWN,
@@ -190,7 +191,7 @@ def test_a_model_switch_shows_in_the_very_next_find(
     """Even a client that read the active space just before sends no wrong-model vector unnoticed:
     the database checks the declared model."""
     assert not client.find("How was the weather?").degraded
-    other = db.execute("select emem.create_embedding_space('other', 3)").fetchone()[0]
+    other = scalar(db, "select emem.create_embedding_space('other', 3)")
     db.execute("select emem.activate_embedding_space(%s, force => true)", (other,))
     assert client.find("How was the weather?").degraded_reason == "declaration_mismatch"  # no cached space
 

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import pytest
 from http_service import ServiceProcess
@@ -45,6 +46,7 @@ def test_the_docs_page_renders_offline_in_headless_chromium(tmp_path: Path, dsn:
     assert "swagger-ui" in dom and 'class="opblock-summary-path"' in dom  # Swagger UI ran: routes are listed
     assert "/find" in dom and "cdn.jsdelivr.net" not in dom
     with Image.open(screenshot) as image:
-        colours = image.convert("L").getcolors(maxcolors=1 << 16) or []
+        # The colours of a grey-scale ("L") image are single levels, not tuples.
+        colours = cast(list[tuple[int, int]], image.convert("L").getcolors(maxcolors=1 << 16) or [])
     dark = sum(count for count, level in colours if level < 200)
     assert dark > 1000, "the screenshot is a blank page"

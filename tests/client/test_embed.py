@@ -20,13 +20,14 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy
 import psycopg
 import pytest
 from embeddings_service import FakeService, vector_for
 from psycopg import errors
+from queries import row, scalar
 from releases import emulate_modules_of, require_legacy_modules, scratch_database
 from vectors import unit
 
@@ -55,7 +56,7 @@ def wait_until(condition: Callable[[], Any], seconds: float = 60, what: str = "t
     raise AssertionError(f"{what} did not come within {seconds} s")
 
 
-def queued(db: psycopg.Connection) -> set[tuple]:
+def queued(db: psycopg.Connection) -> set[tuple[int, str]]:
     """(space, record id or thread and positions) of every queue entry."""
     return set(
         db.execute(
@@ -65,7 +66,7 @@ def queued(db: psycopg.Connection) -> set[tuple]:
     )
 
 
-def missing(db: psycopg.Connection) -> set[tuple]:
+def missing(db: psycopg.Connection) -> set[tuple[int, str]]:
     """What every space lacks, worked out from the tables themselves (the queue must say the same)."""
     return set(
         db.execute(
@@ -83,7 +84,8 @@ def missing(db: psycopg.Connection) -> set[tuple]:
 
 
 def coverage(conn: psycopg.Connection, space_id: int | None = None) -> dict[str, Any]:
-    return conn.execute("select emem.embedding_coverage(%s)", (space_id,)).fetchone()[0]
+    answer: dict[str, Any] = scalar(conn, "select emem.embedding_coverage(%s)", (space_id,))
+    return answer
 
 
 def figures_of(answer: dict[str, Any]) -> tuple[int, int, int, int]:
@@ -91,7 +93,8 @@ def figures_of(answer: dict[str, Any]) -> tuple[int, int, int, int]:
 
 
 def health(conn: psycopg.Connection, model: str, dimension: int, fingerprint: str | None = None) -> dict[str, Any]:
-    return conn.execute("select emem.e_health(%s, %s, %s)", (model, dimension, fingerprint)).fetchone()[0]
+    answer: dict[str, Any] = scalar(conn, "select emem.e_health(%s, %s, %s)", (model, dimension, fingerprint))
+    return answer
 
 
 def put(db: psycopg.Connection, items: list[dict[str, Any]]) -> list[int]:
@@ -108,10 +111,10 @@ def thread(lane: str, thread_id: str, contents: list[str]) -> list[dict[str, Any
 class Session(threading.Thread):
     """One statement in a session of its own, on a thread: for what must wait for another session."""
 
-    def __init__(self, dsn: str, statement: str, params: tuple) -> None:
+    def __init__(self, dsn: str, statement: str, params: tuple[Any, ...]) -> None:
         super().__init__(daemon=True)
         self.dsn, self.statement, self.params = dsn, statement, params
-        self.rows: list[tuple] = []
+        self.rows: list[tuple[Any, ...]] = []
 
     def run(self) -> None:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
@@ -119,7 +122,7 @@ class Session(threading.Thread):
             self.rows = cursor.fetchall() if cursor.description else []
 
 
-def in_another_session(dsn: str, statement: str, params: tuple = ()) -> Session:
+def in_another_session(dsn: str, statement: str, params: tuple[Any, ...] = ()) -> Session:
     session = Session(dsn, statement, params)
     session.start()
     return session
@@ -142,8 +145,14 @@ NOTES = [f"note {n}: the {word} report" for n, word in enumerate(["red", "green"
 TURNS = ["turn 0: hello", "turn 1: the export failed", "turn 2: on the replica", "turn 3: fixed"]
 
 
+class Seeded(TypedDict):
+    space: int
+    notes: list[int]
+    turns: list[int]
+
+
 @pytest.fixture
-def seeded(db: psycopg.Connection, service: FakeService, make_gateway: Callable[..., OpenAIGateway]) -> dict:
+def seeded(db: psycopg.Connection, service: FakeService, make_gateway: Callable[..., OpenAIGateway]) -> Seeded:
     """Space 1 of the service's model; notes and a conversation with windows of two turns, in two
     lanes, none with a vector yet: all queued."""
     db.execute("select emem.create_lane('team'), emem.create_lane('other')")
@@ -164,7 +173,7 @@ def every_text() -> set[str]:
 
 def test_a_record_is_queued_until_its_vector_is_written(db: psycopg.Connection) -> None:
     db.execute("select emem.create_lane('team')")
-    space = db.execute("select emem.create_embedding_space('m', 3, null, true)").fetchone()[0]
+    space = scalar(db, "select emem.create_embedding_space('m', 3, null, true)")
     [bare] = put(db, [{"kind": "note", "content": "no vector yet", "lane": "team"}])
     [with_vector] = put(db, [{"kind": "note", "content": "with one", "lane": "team", "vector": [1, 0, 0]}])
     assert queued(db) == {(space, str(bare))}  # the vector written with a record takes it off at once
@@ -195,11 +204,11 @@ def test_a_record_a_concurrent_writer_stored_first_leaves_no_vector_behind(
 
 def test_a_new_space_queues_every_record_and_window_run(db: psycopg.Connection) -> None:
     db.execute("select emem.create_lane('team')")
-    first = db.execute("select emem.create_embedding_space('m', 3, null, true)").fetchone()[0]
+    first = scalar(db, "select emem.create_embedding_space('m', 3, null, true)")
     turns = put(db, [{**item, "vector": [1, n, 0]} for n, item in enumerate(thread("team", "t", TURNS[:3]))])
     db.execute("select emem.put_window(%s, '[1,1,1]')", (turns[:2],))
     assert queued(db) == set()
-    second = db.execute("select emem.create_embedding_space('m2', 2)").fetchone()[0]
+    second = scalar(db, "select emem.create_embedding_space('m2', 2)")
     assert queued(db) == {(second, str(t)) for t in turns} | {(second, "t:0-1")} == missing(db)
     db.execute("select emem.put_window(%s, '[1,0]', %s)", (turns[:2], second))
     assert (second, "t:0-1") not in queued(db)
@@ -233,8 +242,8 @@ def test_an_edit_removes_its_vectors_and_stales_the_windows_holding_it_in_every_
     db: psycopg.Connection,
 ) -> None:
     db.execute("select emem.create_lane('team')")
-    first = db.execute("select emem.create_embedding_space('m', 3, null, true)").fetchone()[0]
-    second = db.execute("select emem.create_embedding_space('m2', 2)").fetchone()[0]
+    first = scalar(db, "select emem.create_embedding_space('m', 3, null, true)")
+    second = scalar(db, "select emem.create_embedding_space('m2', 2)")
     turns = put(db, [{**item, "vector": [1, n, 0]} for n, item in enumerate(thread("team", "t", TURNS))])
     for space, vector in ((first, "[1,1,1]"), (second, "[1,1]")):
         for turn in turns:
@@ -248,30 +257,30 @@ def test_an_edit_removes_its_vectors_and_stales_the_windows_holding_it_in_every_
     db.execute("select emem.update_record(%s, content => 'turn 1: it works now')", (turns[1],))
     edited = {(space, entry) for space in (first, second) for entry in (str(turns[1]), "t:0-1", "t:1-2")}
     assert queued(db) == edited == missing(db)
-    assert db.execute("select count(*) from emem.record_vectors where record_id = %s", (turns[1],)).fetchone()[0] == 0
+    assert scalar(db, "select count(*) from emem.record_vectors where record_id = %s", (turns[1],)) == 0
     stale = db.execute(
         "select space_id, first_position from emem.windows where embedding is null order by 1, 2"
     ).fetchall()
     assert stale == [(first, 0), (first, 1), (second, 0), (second, 1)]  # the window over turns 2-3 keeps its own
     # A stale window answers nothing: the window lookup reaches only the window over turns 2 and 3.
-    page = db.execute("select emem.e_gather_find_envelope('turn', '[1,1,1]')").fetchone()[0]
+    page = scalar(db, "select emem.e_gather_find_envelope('turn', '[1,1,1]')")
     assert {row["record_id"] for row in page["rows"] if "window_vectors" in row["found_by"]} == set(turns[2:])
     assert (page["degraded"], page["degraded_reason"]) == (True, "vectors_incomplete")
 
 
 def test_deletes_and_moves_keep_the_queue_true(db: psycopg.Connection) -> None:
     db.execute("select emem.create_lane('team'), emem.create_lane('other')")
-    space = db.execute("select emem.create_embedding_space('m', 3, null, true)").fetchone()[0]
+    space = scalar(db, "select emem.create_embedding_space('m', 3, null, true)")
     turns = put(db, [{**item, "vector": [1, n, 0]} for n, item in enumerate(thread("team", "t", TURNS))])
     for start in range(3):
         db.execute("select emem.put_window(%s, null)", (turns[start : start + 2],))
     notes = put(db, [{"kind": "note", "content": c, "lane": "team"} for c in NOTES[:3]])
     db.execute("delete from emem.record_vectors where record_id = %s", (turns[0],))  # by hand, around the API
-    assert db.execute("select emem.rebuild_derived()").fetchone()[0] == 1  # found, and queued again
+    assert scalar(db, "select emem.rebuild_derived()") == 1  # found, and queued again
     assert queued(db) == missing(db)
     # A deleted turn takes the windows holding it (what is left is no run) and their queue entries.
     db.execute("select emem.delete_records(array[%s]::bigint[])", (turns[3],))
-    assert db.execute("select count(*) from emem.windows").fetchone()[0] == 2
+    assert scalar(db, "select count(*) from emem.windows") == 2
     assert (
         queued(db)
         == missing(db)
@@ -292,21 +301,23 @@ def test_deletes_and_moves_keep_the_queue_true(db: psycopg.Connection) -> None:
 def test_activation_refuses_a_space_that_lacks_vectors_unless_forced(db: psycopg.Connection) -> None:
     db.execute("select emem.create_lane('team')")
     [record] = put(db, [{"kind": "note", "content": "written before any space", "lane": "team"}])
-    first = db.execute("select emem.create_embedding_space('m', 3)").fetchone()[0]
+    first = scalar(db, "select emem.create_embedding_space('m', 3)")
     db.execute("select emem.activate_embedding_space(%s)", (first,))  # no other answers: nothing to keep
-    second = db.execute("select emem.create_embedding_space('m2', 2)").fetchone()[0]
+    second = scalar(db, "select emem.create_embedding_space('m2', 2)")
     with pytest.raises(errors.ObjectNotInPrerequisiteState) as refusal:
         db.execute("select emem.activate_embedding_space(%s)", (second,))
-    assert "has vectors for 0 of 1 records and 0 of 0 windows" in refusal.value.diag.message_primary
-    assert f"emem embed --space {second}" in refusal.value.diag.message_hint
+    diag = refusal.value.diag
+    assert diag.message_primary is not None and diag.message_hint is not None
+    assert "has vectors for 0 of 1 records and 0 of 0 windows" in diag.message_primary
+    assert f"emem embed --space {second}" in diag.message_hint
     db.execute("select emem.put_record_vector(%s, '[1,0]', %s)", (record, second))
     db.execute("select emem.activate_embedding_space(%s)", (second,))
-    third = db.execute("select emem.create_embedding_space('m3', 4)").fetchone()[0]
+    third = scalar(db, "select emem.create_embedding_space('m3', 4)")
     db.execute("select emem.activate_embedding_space(%s, force => true)", (third,))
     assert db.execute("select space_id from emem.embedding_spaces where is_active").fetchone() == (third,)
-    assert db.execute(
-        "select array_agg(oid::regprocedure::text) from pg_proc where proname = 'activate_embedding_space'"
-    ).fetchone()[0] == ["emem.activate_embedding_space(integer,boolean)"]
+    assert scalar(
+        db, "select array_agg(oid::regprocedure::text) from pg_proc where proname = 'activate_embedding_space'"
+    ) == ["emem.activate_embedding_space(integer,boolean)"]
     with pytest.raises(errors.InvalidParameterValue):
         db.execute("select emem.activate_embedding_space(%s, null)", (second,))
 
@@ -316,12 +327,12 @@ def test_activation_finds_what_the_queue_missed(db: psycopg.Connection) -> None:
     the same, and emem embed queues them when it starts."""
     db.execute("select emem.create_lane('team')")
     db.execute("select emem.create_embedding_space('m', 3, null, true)")
-    second = db.execute("select emem.create_embedding_space('m2', 2)").fetchone()[0]
+    second = scalar(db, "select emem.create_embedding_space('m2', 2)")
     db.execute("insert into emem.records (kind, content, lane_name) values ('note', 'loaded', 'team')")
     assert queued(db) == set()
     with pytest.raises(errors.ObjectNotInPrerequisiteState, match="0 of 1 records"):
         db.execute("select emem.activate_embedding_space(%s)", (second,))
-    assert db.execute("select emem.queue_missing_embeddings(%s)", (second,)).fetchone()[0] == 1
+    assert scalar(db, "select emem.queue_missing_embeddings(%s)", (second,)) == 1
     [(record,)] = db.execute("select record_id from emem.records").fetchall()
     assert queued(db) == {(second, str(record))}
 
@@ -372,7 +383,7 @@ def test_find_is_degraded_over_an_incomplete_space_in_the_lanes_the_caller_reads
     [bare] = put(db, [{"kind": "note", "content": "other report", "lane": "other"}])
 
     def envelope(conn: psycopg.Connection, vector: str | None = "[1,0,0]") -> tuple[bool, str | None]:
-        answer = conn.execute("select emem.e_gather_find_envelope('report', %s)", (vector,)).fetchone()[0]
+        answer = scalar(conn, "select emem.e_gather_find_envelope('report', %s)", (vector,))
         return answer["degraded"], answer["degraded_reason"]
 
     assert envelope(db) == (True, "vectors_incomplete")
@@ -385,7 +396,7 @@ def test_find_is_degraded_over_an_incomplete_space_in_the_lanes_the_caller_reads
         assert envelope(other) == (True, "vectors_incomplete")
         db.execute("select emem.put_record_vector(%s, '[0,1,0]')", (bare,))
         assert envelope(other) == envelope(db) == (False, None)
-        explanation = db.execute("select emem.e_gather_explain('report', '[1,0,0]')").fetchone()[0]
+        explanation = scalar(db, "select emem.e_gather_explain('report', '[1,0,0]')")
         assert explanation["degraded"] is False
 
 
@@ -407,12 +418,12 @@ def test_an_edit_while_a_worker_holds_the_entry_waits_and_its_vector_does_not_su
         worker.execute("select emem.store_embeddings(%s, array['[1,0,0]']::vector[])", ([queue_id],))
         worker.commit()
     editor.join(30)
-    assert db.execute("select count(*) from emem.record_vectors").fetchone()[0] == 0  # the old text's vector went
+    assert scalar(db, "select count(*) from emem.record_vectors") == 0  # the old text's vector went
     [(again, texts)] = db.execute("select queue_id, texts from emem.claim_embeddings(1)").fetchall()
     assert (again != queue_id, texts) == (True, ["the new text"])
     # A store for the entry's old id (a claim made outside a transaction) writes nothing.
     assert db.execute("select emem.store_embeddings(%s, array['[1,0,0]']::vector[])", ([queue_id],)).fetchone() == (0,)
-    assert db.execute("select count(*) from emem.record_vectors").fetchone()[0] == 0
+    assert scalar(db, "select count(*) from emem.record_vectors") == 0
 
 
 def test_a_claim_drops_work_already_done_and_takes_the_next(db: psycopg.Connection) -> None:
@@ -441,7 +452,7 @@ def test_workers_claim_only_their_own_lanes_and_refuse_bad_arguments(
         lane: put(db, [{"kind": "note", "content": f"{lane} text", "lane": lane}])[0]
         for lane in ("team", "shared", "secret", "drop")
     }
-    foreign = db.execute("select array_agg(queue_id) from emem.embedding_queue where lane_name <> 'team'").fetchone()[0]
+    foreign = scalar(db, "select array_agg(queue_id) from emem.embedding_queue where lane_name <> 'team'")
     with psycopg.connect(dsn(make_role("agent", "teamwork"))) as agent:
         claimed = agent.execute("select record_id, texts from emem.claim_embeddings(1, 1000)").fetchall()
         assert claimed == [(ids["team"], ["team text"])]
@@ -459,7 +470,7 @@ def test_workers_claim_only_their_own_lanes_and_refuse_bad_arguments(
             with pytest.raises(errors.InsufficientPrivilege):
                 agent.execute(statement)
             agent.rollback()
-    assert db.execute("select count(*) from emem.record_vectors").fetchone()[0] == 0
+    assert scalar(db, "select count(*) from emem.record_vectors") == 0
     with psycopg.connect(dsn(make_role("unbound"))) as unbound:
         for call in (
             "select emem.claim_embeddings(1)",
@@ -508,7 +519,7 @@ def embed_command(dsn: str, service: FakeService, *args: str, model: str = MODEL
     ]
 
 
-def start_worker(dsn: str, service: FakeService, key: str, *args: str) -> subprocess.Popen:
+def start_worker(dsn: str, service: FakeService, key: str, *args: str) -> subprocess.Popen[str]:
     """`emem embed` in a process of its own; `key` (its API key) tells its requests apart."""
     return subprocess.Popen(
         embed_command(dsn, service, "--no-progress", *args),
@@ -519,7 +530,7 @@ def start_worker(dsn: str, service: FakeService, key: str, *args: str) -> subpro
     )
 
 
-def interrupt(worker: subprocess.Popen) -> None:
+def interrupt(worker: subprocess.Popen[str]) -> None:
     """Ctrl-C; a worker still running 30 s later is aborted, its threads' stacks in the failure."""
     worker.send_signal(signal.SIGINT)
     try:
@@ -536,9 +547,9 @@ def texts_of(service: FakeService, key: str) -> list[str]:
 
 def assert_filled(db: psycopg.Connection, space: int) -> None:
     assert queued(db) == missing(db) == set()
-    records = db.execute("select count(*) from emem.records").fetchone()[0]
-    assert db.execute("select count(*) from emem.record_vectors where space_id = %s", (space,)).fetchone()[0] == records
-    assert db.execute("select count(*) from emem.windows where embedding is null").fetchone()[0] == 0
+    records = scalar(db, "select count(*) from emem.records")
+    assert scalar(db, "select count(*) from emem.record_vectors where space_id = %s", (space,)) == records
+    assert scalar(db, "select count(*) from emem.windows where embedding is null") == 0
     assert coverage(db, space)["share"] == 1
 
 
@@ -546,7 +557,7 @@ def test_emem_embed_fills_the_space_of_the_gateways_model(
     db: psycopg.Connection,
     dsn: Callable[..., str],
     service: FakeService,
-    seeded: dict,
+    seeded: Seeded,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert figures_of(coverage(db)) == (0, len(NOTES) + len(TURNS), 0, len(TURNS) - 1)
@@ -579,9 +590,7 @@ def test_emem_embed_fills_the_space_of_the_gateways_model(
     assert set(service.behaviour.texts_embedded()) - {FINGERPRINT_PROBE, TURNS[1]} == every_text() - {TURNS[1]}
     assert cli.main([*gateway, "health"]) == 0  # after
     assert "vectors: 10 of 10 records, 3 of 3 windows" in capsys.readouterr().out
-    stored = db.execute(
-        "select embedding::text from emem.record_vectors where record_id = %s", (seeded["turns"][1],)
-    ).fetchone()[0]
+    stored = scalar(db, "select embedding::text from emem.record_vectors where record_id = %s", (seeded["turns"][1],))
     assert json.loads(stored) == pytest.approx(unit(*vector_for(TURNS[1], 8, "model-a")), abs=1e-6)
     # Nothing left: a second run asks the gateway for nothing but its declaration.
     before = len(service.behaviour.requests)
@@ -595,7 +604,7 @@ def test_an_agents_worker_embeds_the_lanes_it_reads_and_writes_only(
     db: psycopg.Connection,
     dsn: Callable[..., str],
     service: FakeService,
-    seeded: dict,
+    seeded: Seeded,
     make_gateway: Callable[..., OpenAIGateway],
     make_role: Callable[..., str],
 ) -> None:
@@ -610,7 +619,7 @@ def test_an_agents_worker_embeds_the_lanes_it_reads_and_writes_only(
 
 
 def test_two_workers_drain_one_queue_without_double_work(
-    db: psycopg.Connection, dsn: Callable[..., str], service: FakeService, seeded: dict
+    db: psycopg.Connection, dsn: Callable[..., str], service: FakeService, seeded: Seeded
 ) -> None:
     more = put(db, [{"kind": "note", "content": f"extra note {n}", "lane": "team"} for n in range(40)])
     service.behaviour.delay = 0.1
@@ -627,7 +636,7 @@ def test_two_workers_drain_one_queue_without_double_work(
 
 
 def test_a_worker_killed_mid_batch_loses_nothing_and_embeds_nothing_twice(
-    db: psycopg.Connection, dsn: Callable[..., str], service: FakeService, seeded: dict
+    db: psycopg.Connection, dsn: Callable[..., str], service: FakeService, seeded: Seeded
 ) -> None:
     put(db, [{"kind": "note", "content": f"extra note {n}", "lane": "team"} for n in range(12)])
     service.behaviour.delay = 0.4
@@ -640,17 +649,16 @@ def test_a_worker_killed_mid_batch_loses_nothing_and_embeds_nothing_twice(
     worker.send_signal(signal.SIGKILL)  # while the gateway answers its third batch: claimed, not stored
     worker.wait()
     done_before, killed = batches_sent()[:2], batches_sent()[2]
-    stored = (
-        db.execute("select count(*) from emem.record_vectors where space_id = %s", (seeded["space"],)).fetchone()[0]
-        + db.execute("select count(*) from emem.windows where embedding is not null").fetchone()[0]
-    )
-    assert stored == sum(len(batch) for batch in done_before) == 10
+    records_stored = scalar(db, "select count(*) from emem.record_vectors where space_id = %s", (seeded["space"],))
+    windows_stored = scalar(db, "select count(*) from emem.windows where embedding is not null")
+    assert records_stored + windows_stored == sum(len(batch) for batch in done_before) == 10
     assert queued(db) == missing(db) and len(queued(db)) == len(every_text()) + 12 - 10  # the killed batch too
     wait_until(
         lambda: (
-            not db.execute(
-                "select count(*) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()"
-            ).fetchone()[0]
+            not scalar(
+                db,
+                "select count(*) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()",
+            )
         ),
         what="the killed worker's session to end",
     )
@@ -669,7 +677,7 @@ def test_a_text_the_gateway_refuses_waits_and_the_rest_goes_on(
     db: psycopg.Connection,
     dsn: Callable[..., str],
     service: FakeService,
-    seeded: dict,
+    seeded: Seeded,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     service.behaviour.refused = {NOTES[2]}
@@ -678,9 +686,7 @@ def test_a_text_the_gateway_refuses_waits_and_the_rest_goes_on(
     assert code == 1
     assert "the gateway refused 1 text(s), queued again for later" in out
     assert "vectors: 9 of 10 records, 3 of 3 windows" in out
-    attempts, error, waiting = db.execute(
-        "select attempts, last_error, not_before > now() from emem.embedding_queue"
-    ).fetchone()
+    attempts, error, waiting = row(db, "select attempts, last_error, not_before > now() from emem.embedding_queue")
     assert (attempts, waiting) == (1, True) and "HTTP 400" in error
     assert coverage(db)["deferred"] == 1
     assert health(db, MODEL, 8)["reasons"] == ["vectors_incomplete"]
@@ -690,7 +696,7 @@ def test_a_gateway_that_is_down_is_tried_again_and_then_given_up_with_nothing_lo
     db: psycopg.Connection,
     dsn: Callable[..., str],
     service: FakeService,
-    seeded: dict,
+    seeded: Seeded,
     make_gateway: Callable[..., OpenAIGateway],
 ) -> None:
     before = queued(db)
@@ -709,7 +715,7 @@ def test_a_gateway_that_is_down_is_tried_again_and_then_given_up_with_nothing_lo
 
 
 def test_follow_embeds_new_work_as_it_arrives(
-    db: psycopg.Connection, dsn: Callable[..., str], service: FakeService, seeded: dict
+    db: psycopg.Connection, dsn: Callable[..., str], service: FakeService, seeded: Seeded
 ) -> None:
     worker = start_worker(dsn(), service, "worker-a", "--follow", "--poll-interval", "0.2")
     try:
@@ -744,8 +750,9 @@ def test_ingest_writes_without_vectors_while_the_gateway_is_down_and_embed_fills
         (len(NOTES), 0, len(NOTES)),
         (len(TURNS), 2, len(TURNS) + 2),  # windows of three turns, one starting at each of the first two
     ]
-    assert "unreachable" in reports[0].gateway_problem
-    assert db.execute("select count(*) from emem.record_vectors").fetchone()[0] == 0
+    problem = reports[0].gateway_problem
+    assert problem is not None and "unreachable" in problem
+    assert scalar(db, "select count(*) from emem.record_vectors") == 0
     assert figures_of(coverage(db)) == (0, 10, 0, 2)
     embed_queue(Client(db, make_gateway(service.base_url)), QUIET)
     assert_filled(db, space)
@@ -753,7 +760,7 @@ def test_ingest_writes_without_vectors_while_the_gateway_is_down_and_embed_fills
     assert (page.degraded, page.rows[0].content) == (False, f"{TURNS[1]}")
 
 
-def test_a_parallel_restore_fills_the_queue_again(db: psycopg.Connection, seeded: dict, tmp_path: Path) -> None:
+def test_a_parallel_restore_fills_the_queue_again(db: psycopg.Connection, seeded: Seeded, tmp_path: Path) -> None:
     db.execute(
         "select emem.put_record_vector(%s::bigint, %s::vector)",
         (seeded["notes"][0], str(vector_for(NOTES[0], 8, "model-a"))),
@@ -762,13 +769,15 @@ def test_a_parallel_restore_fills_the_queue_again(db: psycopg.Connection, seeded
     before = queued(db)
     info = db.info
     connection = ["-h", info.host, "-p", str(info.port), "-U", info.user]
+    pg_dump, pg_restore = shutil.which("pg_dump"), shutil.which("pg_restore")
+    assert pg_dump and pg_restore, "pg_dump and pg_restore come with the PostgreSQL client"
     dump = tmp_path / "emem.dump"
-    subprocess.run([shutil.which("pg_dump"), *connection, "-Fc", "-f", str(dump), info.dbname], check=True)
+    subprocess.run([pg_dump, *connection, "-Fc", "-f", str(dump), info.dbname], check=True)
     target = f"emem_restore_{uuid.uuid4().hex[:8]}"
     db.execute(f"create database {target}")
     try:
         subprocess.run(
-            [shutil.which("pg_restore"), *connection, "-j", "4", "-d", target, "--exit-on-error", str(dump)],
+            [pg_restore, *connection, "-j", "4", "-d", target, "--exit-on-error", str(dump)],
             check=True,
         )
         with psycopg.connect(host=info.host, port=info.port, user=info.user, dbname=target, autocommit=True) as copy:
@@ -886,7 +895,8 @@ def test_a_model_switch_end_to_end_without_a_blind_spot(
     assert first_content(old, "Where does the pet nap?")[1:] == (False, None)
     code, out = emem("init", *other, "--activate")
     assert code == 0 and out.startswith(f"embedding space 2: {PROJECTED_MODEL} (256 dimensions), active")
-    assert new.health().ok and new.health().coverage["share"] == 1  # after
+    after = new.health()
+    assert after.ok and after.coverage is not None and after.coverage["share"] == 1  # after
     assert old.health().reasons == ["model_mismatch", "dimension_mismatch", "fingerprint_mismatch"]
     assert old.find("Where does the pet nap?").degraded_reason == "declaration_mismatch"
     for content, question in MEANINGS.items():
@@ -917,11 +927,13 @@ def test_a_forced_switch_is_degraded_until_every_record_has_a_vector(
     new = Client(db, make_gateway(service.base_url, PROJECTED_MODEL))
     db.execute("select emem.activate_embedding_space(%s, force => true)", (new.ensure_space(activate=False),))
     now = new.health()
+    assert now.coverage is not None
     assert (now.status, now.reasons, figures_of(now.coverage)) == ("degraded", ["vectors_incomplete"], (0, 4, 0, 0))
     page = new.find("Where does the pet nap?")
     assert (page.degraded, page.degraded_reason) == (True, "vectors_incomplete")
     assert not any("record_vectors" in row.found_by for row in page.rows)  # no record has a vector yet
     report = embed_queue(new, QUIET)
+    assert report.coverage is not None
     assert (report.records_embedded, report.coverage.share) == (4, 1)
     assert new.health().ok
     for content, question in MEANINGS.items():
@@ -969,7 +981,8 @@ def test_an_edited_record_is_stale_until_embedded_again_then_found_by_its_new_me
     assert (page.degraded, page.degraded_reason) == (True, "vectors_incomplete")
     assert cat not in {row.record_id for row in page.rows if "record_vectors" in row.found_by}
     assert client.health().reasons == ["vectors_incomplete"]
-    assert figures_of(client.health().coverage) == (6, 8, 1, 3)
+    stale = client.health().coverage
+    assert stale is not None and figures_of(stale) == (6, 8, 1, 3)
 
     report = embed_queue(client, QUIET)
     assert (report.records_embedded, report.windows_embedded) == (2, 2)
@@ -978,9 +991,7 @@ def test_an_edited_record_is_stale_until_embedded_again_then_found_by_its_new_me
     assert (content, degraded) == (printer, False)
     [as_printer] = [row for row in client.find("Where does the pet nap?").rows if row.record_id == cat]
     assert as_printer.distance > as_cat.distance + 0.2  # its vector now speaks for the new text only
-    window = db.execute(
-        "select embedding::text from emem.windows where first_position = 1 and last_position = 2"
-    ).fetchone()[0]
+    window = scalar(db, "select embedding::text from emem.windows where first_position = 1 and last_position = 2")
     expected = embedded.embed([window_text([coffee, CONVERSATION[2]])])[0]
     assert json.loads(window) == pytest.approx(expected, abs=1e-5)
     page = client.find("Who should descale the coffee maker?")
@@ -1010,13 +1021,13 @@ def test_what_the_gateway_embedded_before_it_failed_is_kept(
     with pytest.raises(EmbedError) as gave_up:
         embed_queue(Client(db, make_gateway(service.base_url)), EmbedOptions(batch_size=300, retries=0, progress=False))
     embedded = sum(requests[1:-1])
-    stored = db.execute("select count(*) from emem.record_vectors where space_id = %s", (space,)).fetchone()[0]
+    stored = scalar(db, "select count(*) from emem.record_vectors where space_id = %s", (space,))
     assert (stored, len(queued(db))) == (embedded, 300 - embedded) and embedded > 0
     assert "what was embedded is stored, the rest stays queued" in str(gave_up.value)
 
 
 def test_a_slow_gateway_is_said_to_be_slow_with_what_to_change(
-    db: psycopg.Connection, service: FakeService, make_gateway: Callable[..., OpenAIGateway], seeded: dict
+    db: psycopg.Connection, service: FakeService, make_gateway: Callable[..., OpenAIGateway], seeded: Seeded
 ) -> None:
     service.behaviour.delay = 0.5
     with pytest.raises(EmbedError) as gave_up:
@@ -1030,7 +1041,7 @@ def test_a_slow_gateway_is_said_to_be_slow_with_what_to_change(
 
 
 def test_the_gateways_timeout_is_an_option_and_a_setting(
-    dsn: Callable[..., str], service: FakeService, seeded: dict, capsys: pytest.CaptureFixture[str]
+    dsn: Callable[..., str], service: FakeService, seeded: Seeded, capsys: pytest.CaptureFixture[str]
 ) -> None:
     service.behaviour.delay = 0.5
     options = ["--gateway", "openai", "--openai-base-url", service.base_url, "--openai-model", MODEL, "--json"]

@@ -23,11 +23,12 @@ import psycopg
 import pytest
 from doubles import HashGateway
 from http_service import ServiceProcess
+from queries import scalar
 
 from emem_client import Client
 from emem_client.access import new_token
 
-ENDPOINTS = [
+ENDPOINTS: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/find", {"params": {"q": "ops"}}),
     ("GET", "/explain", {"params": {"q": "ops"}}),
     ("GET", "/timeline", {"params": {"from": "2024-01-01"}}),
@@ -274,7 +275,7 @@ def test_a_role_writes_only_into_its_own_lanes(
     )
     # The record of the other lane is unknown to this role, exactly as a record that does not exist.
     assert (answer.status_code, answer.json()["detail"]) == (400, f"unknown to record {records['other']}")
-    assert db.execute("select count(*) from emem.records where content = 'planted'").fetchone()[0] == 0
+    assert scalar(db, "select count(*) from emem.records where content = 'planted'") == 0
 
 
 def test_explain_counts_across_lanes_only_for_roles_that_read_every_lane(
@@ -414,7 +415,7 @@ def deep(levels: int) -> dict[str, Any]:
     return value
 
 
-BAD_RECORDS = [
+BAD_RECORDS: list[tuple[dict[str, Any], str]] = [
     ({"kind": "memo"}, "item 1: kind must be one of note, conversation, file, entity"),
     ({"content": "   "}, "item 1: content must be a non-empty text"),
     ({"content": "a\x00b"}, "content: must not contain NUL characters"),
@@ -505,12 +506,7 @@ def test_remember_without_a_vector_while_the_gateway_is_down_and_say_so(
     assert answer.status_code == 201
     written = answer.json()
     assert (written["embedded"], written["embedding_problem"]) == (False, "gateway_down")
-    assert (
-        db.execute("select count(*) from emem.record_vectors where record_id = %s", (written["record_id"],)).fetchone()[
-            0
-        ]
-        == 0
-    )
+    assert scalar(db, "select count(*) from emem.record_vectors where record_id = %s", (written["record_id"],)) == 0
 
 
 def test_link_records_with_a_relation_and_properties(

@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 from doubles import CONVERSATIONS, HashGateway, hash_vector
+from queries import row, scalar
 from vectors import unit
 
 from emem_client import Client
@@ -47,7 +48,7 @@ def write_json(path: Path, value: Any) -> Path:
     return path
 
 
-def thread_rows(db: psycopg.Connection, thread_id: str) -> list[tuple]:
+def thread_rows(db: psycopg.Connection, thread_id: str) -> list[tuple[str, int, str, str, str]]:
     return db.execute(
         "select kind, thread_position, content, lane_name, occurred_at::text from emem.records"
         " where thread_id = %s order by thread_position",
@@ -55,7 +56,7 @@ def thread_rows(db: psycopg.Connection, thread_id: str) -> list[tuple]:
     ).fetchall()
 
 
-def windows(db: psycopg.Connection) -> list[tuple]:
+def windows(db: psycopg.Connection) -> list[tuple[str, list[int], str | None, list[str]]]:
     """(thread_id, member positions, embedding) of every window."""
     return db.execute(
         "select w.thread_id, array_agg(r.thread_position order by r.thread_position), w.embedding::text,"
@@ -67,11 +68,12 @@ def windows(db: psycopg.Connection) -> list[tuple]:
 
 
 def counts(db: psycopg.Connection) -> tuple[int, ...]:
-    return db.execute(
+    return row(
+        db,
         "select (select count(*) from emem.records), (select count(*) from emem.record_vectors),"
         " (select count(*) from emem.windows), (select count(*) from emem.window_members),"
-        " (select count(*) from emem.edges), (select count(*) from emem.record_tags)"
-    ).fetchone()
+        " (select count(*) from emem.edges), (select count(*) from emem.record_tags)",
+    )
 
 
 def parse_vector(text: str) -> list[float]:
@@ -100,10 +102,11 @@ def test_conversation_turns_become_records_in_order(db: psycopg.Connection, clie
 
 def test_every_turn_has_the_vector_of_its_own_text(db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
     ingest_conversations(client, [write_json(tmp_path / "c.json", CONVERSATIONS)], QUIET)
-    content, embedding = db.execute(
+    content, embedding = row(
+        db,
         "select r.content, v.embedding::text from emem.records as r join emem.record_vectors as v using (record_id)"
-        " where r.thread_id = 'review-2' and r.thread_position = 1"
-    ).fetchone()
+        " where r.thread_id = 'review-2' and r.thread_position = 1",
+    )
     assert parse_vector(embedding) == pytest.approx(unit(*hash_vector(content)))
 
 
@@ -120,7 +123,9 @@ def test_windows_cover_consecutive_turns_and_never_cross_conversations(
     assert all(members == [thread] for thread, _, _, members in found)
     assert report.windows_created == 3
     turns = [row[2] for row in thread_rows(db, "standup-1")]
-    assert parse_vector(found[2][2]) == pytest.approx(unit(*hash_vector("\n".join(turns[1:4]))))
+    embedding = found[2][2]
+    assert embedding is not None
+    assert parse_vector(embedding) == pytest.approx(unit(*hash_vector("\n".join(turns[1:4]))))
 
 
 def test_window_size_and_stride_are_configurable(db: psycopg.Connection, client: Client, tmp_path: Path) -> None:
@@ -194,7 +199,7 @@ def test_files_are_chunked_into_file_records_with_windows(
     assert {row[0] for row in rows} == {"file"}
     assert all(len(row[2]) <= 120 for row in rows)
     assert [row[2] for row in thread_rows(db, str((folder / "page.html").resolve()))] == ["Only one chunk here."]
-    metadata = db.execute("select metadata from emem.records where thread_id like '%%page.html'").fetchone()[0]
+    metadata = scalar(db, "select metadata from emem.records where thread_id like '%%page.html'")
     assert metadata == {"path": str((folder / "page.html").resolve()), "title": "Page"}
     assert [positions for thread, positions, _, _ in windows(db)] == [
         [n, n + 1] for n in range(len(rows) - 1)
@@ -369,7 +374,8 @@ EXPECTED = {"records": 24, "vectors": 24, "windows": 8, "members": 24, "edges": 
 
 
 def lane_counts(db: psycopg.Connection, lane: str) -> dict[str, int]:
-    row = db.execute(
+    counted = row(
+        db,
         "select (select count(*) from emem.records where lane_name = %(lane)s),"
         " (select count(*) from emem.record_vectors as v join emem.records as r using (record_id)"
         "  where r.lane_name = %(lane)s),"
@@ -380,8 +386,8 @@ def lane_counts(db: psycopg.Connection, lane: str) -> dict[str, int]:
         "  where r.lane_name = %(lane)s),"
         " (select count(*) from emem.record_tags where lane_name = %(lane)s)",
         {"lane": lane},
-    ).fetchone()
-    return dict(zip(EXPECTED, row, strict=True))
+    )
+    return dict(zip(EXPECTED, counted, strict=True))
 
 
 def test_the_same_input_into_a_second_lane_is_written_whole_with_vectors_and_windows(
@@ -408,7 +414,7 @@ def test_the_same_input_into_a_second_lane_is_written_whole_with_vectors_and_win
             first.edges_created,
         )
         assert second.records_existing == second.windows_existing == second.edges_existing == 0
-        assert second.problems == second.new_versions == []
+        assert second.problems == [] and second.new_versions == []
 
 
 def test_concurrent_reingests_of_shuffled_batches_neither_deadlock_nor_duplicate(
@@ -487,10 +493,11 @@ def note_items(tmp_path: Path, notes: list[dict[str, Any]]) -> list[dict[str, An
 def wait_for_a_lock(db: psycopg.Connection, query_part: str) -> None:
     """Until a session other than db's waits on a lock in a statement holding query_part."""
     deadline = time.monotonic() + 20
-    while not db.execute(
+    while not scalar(
+        db,
         "select exists (select from pg_stat_activity where wait_event_type = 'Lock' and query like %s)",
         (f"%{query_part}%",),
-    ).fetchone()[0]:
+    ):
         assert time.monotonic() < deadline, "the ingest never waited on the other writer"
         time.sleep(0.05)
 
@@ -584,7 +591,7 @@ MALFORMED_NOTES = [
     ("[1, 2]", "a note must be a JSON object"),
     ("{not json", "invalid JSON"),
 ]
-GOOD_NOTES = [
+GOOD_NOTES: list[dict[str, Any]] = [
     {"id": "good1", "content": "Kept: the first good note", "tags": ["kept"]},
     {"id": "good2", "content": "Kept: the second good note", "links": [{"to": "good1", "relation": "follows"}]},
     {"content": "Kept: a note without an id", "metadata": {"depth": [[["fine"]]]}, "authority": 1e-30},
@@ -650,7 +657,7 @@ def test_a_conversation_is_written_whole_or_not_at_all_and_deep_json_is_reported
     assert len(reasons) == 5
     threads = db.execute("select thread_id, count(*) from emem.records group by 1 order by 1").fetchall()
     assert threads == [("kept", 3), ("kept too", 2), ("nan-turn", 2)]
-    assert db.execute("select count(*) from emem.windows where thread_id = 'refused'").fetchone()[0] == 0
+    assert scalar(db, "select count(*) from emem.windows where thread_id = 'refused'") == 0
 
 
 def test_folders_are_walked_without_leaving_them_and_special_files_are_reported(
@@ -733,8 +740,8 @@ def test_a_gateway_failing_midway_leaves_no_records_without_their_windows(
     assert report.gateway_problem == "the embeddings service went down" and report.queued_for_embedding > 0
     records, vectors, windows, *_ = counts(db)
     assert records > 0 and vectors == records and windows > 0
-    without_vector = db.execute("select count(*) from emem.windows where embedding is null").fetchone()[0]
-    queued = db.execute("select count(*) from emem.embedding_queue where record_id is null").fetchone()[0]
+    without_vector = scalar(db, "select count(*) from emem.windows where embedding is null")
+    queued = scalar(db, "select count(*) from emem.embedding_queue where record_id is null")
     assert without_vector == queued == windows
 
 

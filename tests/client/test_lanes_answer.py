@@ -8,23 +8,25 @@ from typing import Any
 import psycopg
 import pytest
 from front_ends import World, http_call, http_service, mcp_call
+from queries import row
 
 
 def lanes_over_both(world: World, role: str) -> dict[str, Any]:
     """The lanes answer over MCP, checked to be the HTTP service's too."""
     answer = mcp_call(world.dsn(world.login), world.embeddings_url, role, "lanes", {})
-    assert not answer.tool.is_error, answer.mcp_text
+    assert not answer.tool_result.is_error, answer.mcp_text
+    lanes: dict[str, Any] = answer.tool_result.structured_content
     with http_service(world, world.dsn(world.login), world.embeddings_url) as http:
-        assert http_call(http, world, "GET", "/lanes", role).body == answer.tool.structured_content
-    return answer.tool.structured_content
+        assert http_call(http, world, "GET", "/lanes", role).body == lanes
+    return lanes
 
 
 def the_databases_rule(world: World, role: str) -> tuple[str | None, list[str]]:
     """The profile and the lanes the database gives the role, asked as that role."""
     with psycopg.connect(world.dsn(role), autocommit=True) as connection:
-        profile, lanes = connection.execute(
-            "select emem.policy_profile(current_user), array(select emem.readable_lanes() order by 1)"
-        ).fetchone()
+        profile, lanes = row(
+            connection, "select emem.policy_profile(current_user), array(select emem.readable_lanes() order by 1)"
+        )
     return profile, lanes
 
 

@@ -153,8 +153,12 @@ def test_the_server_lists_its_tools_with_descriptions_and_bounded_strict_input_s
     assert (find["page_size"]["minimum"], find["page_size"]["maximum"], find["page"]["maximum"]) == (1, 1000, 100000)
     assert find["question"]["maxLength"] == 2000
     assert tools["link"].input_schema["required"] == ["from_record_id", "to_record_id", "relation"]
-    assert tools["find"].annotations.read_only_hint and not tools["remember"].annotations.read_only_hint
-    rows = tools["find"].output_schema["$defs"]["FindRow"]["properties"]
+    find_hints, remember_hints = tools["find"].annotations, tools["remember"].annotations
+    assert find_hints is not None and remember_hints is not None
+    assert find_hints.read_only_hint and not remember_hints.read_only_hint
+    find_output = tools["find"].output_schema
+    assert find_output is not None
+    rows = find_output["$defs"]["FindRow"]["properties"]
     assert {"rank", "record_id", "lane", "distance_kind", "placed_by", "found_by", "windows"} <= set(rows)
 
 
@@ -347,7 +351,7 @@ def test_explain_counts_only_for_roles_that_read_every_lane_and_health(
     assert everything["lookups"]["tags"]["candidates"] == 2
 
 
-BAD_CALLS = [
+BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("find", {"question": "invoice", "page_size": 5000}, "less than or equal to 1000"),
     ("find", {"question": "invoice", "page": 0}, "greater than or equal to 1"),
     ("find", {"question": "invoice", "page": 2**40}, "less than or equal to 100000"),

@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 from front_ends import DOWN_GATEWAY, Proxy, World, http_service
 from jsonschema import Draft202012Validator
 
@@ -17,7 +17,7 @@ from emem_client import __version__
 STATUSES = {200, 201, 400, 401, 403, 409, 413, 421, 503}
 
 
-def conforms(document: dict[str, Any], method: str, path: str, answer: httpx.Response) -> None:
+def conforms(document: dict[str, Any], method: str, path: str, answer: httpx2.Response) -> None:
     declared = document["paths"][path][method.lower()]["responses"]
     assert str(answer.status_code) in declared, (method, path, answer.status_code, sorted(declared))
     content = declared[str(answer.status_code)].get("content", {}).get("application/json")

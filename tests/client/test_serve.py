@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from clusters import Cluster, throwaway_cluster
-from http_service import ServiceProcess, free_port
+from clusters import Cluster, free_port, throwaway_cluster
+from http_service import ServiceProcess
 
 from emem_client.access import new_token, token_hash
 from emem_client.gateways import extra_install_command

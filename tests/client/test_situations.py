@@ -30,6 +30,7 @@ def said_as(situation: str, cli_said: Said | None, http_said: Said | None, mcp_s
     if cli_said is not None:
         assert cli_said.code == expected.exit_code, cli_said.stderr
     if http_said is not None:
+        assert expected.http_status is not None, f"{situation} cannot happen over HTTP"
         assert http_said.status == expected.http_status, http_said.body
         if expected.http_status >= 400:
             assert http_said.body["situation"] == situation
@@ -51,7 +52,7 @@ def test_ok(world: World, capsys: pytest.CaptureFixture[str]) -> None:
         http_said = http_call(http, world, "GET", "/find", world.agent, params={"q": "INV-2031"})
     mcp_said = mcp_call(world.dsn(world.login), world.embeddings_url, world.agent, "find", {"question": "INV-2031"})
     said_as("ok", cli_said, http_said, mcp_said)
-    assert http_said.body["rows"][0]["content"] == mcp_said.tool.structured_content["rows"][0]["content"]
+    assert http_said.body["rows"][0]["content"] == mcp_said.tool_result.structured_content["rows"][0]["content"]
 
 
 def test_degraded(world: World, capsys: pytest.CaptureFixture[str]) -> None:
@@ -61,7 +62,7 @@ def test_degraded(world: World, capsys: pytest.CaptureFixture[str]) -> None:
         http_said = http_call(http, world, "GET", "/health", world.agent)
     mcp_said = mcp_call(world.dsn(world.login), DOWN_GATEWAY, world.agent, "health", {})
     said_as("degraded", cli_said, http_said, mcp_said)
-    assert http_said.body["status"] == mcp_said.tool.structured_content["status"] == "degraded"
+    assert http_said.body["status"] == mcp_said.tool_result.structured_content["status"] == "degraded"
 
 
 def test_bad_input(world: World, capsys: pytest.CaptureFixture[str]) -> None:
@@ -85,7 +86,7 @@ def test_bad_input_of_the_front_ends_own_checks_and_unknown_arguments(world: Wor
         http_said = http_call(http, world, "GET", "/find", world.agent, params={"q": "x", "page_size": 5000})
     mcp_said = mcp_call(world.dsn(world.login), DOWN_GATEWAY, world.agent, "find", {"question": "x", "limit": 5})
     assert (http_said.status, http_said.body["situation"]) == (400, "bad_input")
-    assert mcp_said.tool.is_error and "limit" in mcp_said.mcp_text and "Extra inputs" in mcp_said.mcp_text
+    assert mcp_said.tool_result.is_error and "limit" in mcp_said.mcp_text and "Extra inputs" in mcp_said.mcp_text
 
 
 def test_unauthenticated(world: World) -> None:
@@ -111,11 +112,11 @@ def test_forbidden(world: World, capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_remember_without_a_lane_goes_to_the_callers_own_lane_or_says_which_to_name(world: World) -> None:
     stored = mcp_call(world.dsn(world.login), world.embeddings_url, world.agent, "remember", {"content": "mine"})
-    assert stored.tool.structured_content["lane"] == "work"
+    assert stored.tool_result.structured_content["lane"] == "work"
     refused = mcp_call(world.dsn(world.login), world.embeddings_url, world.reader, "remember", {"content": "x"})
     assert refused.mcp_text.startswith(f"forbidden: role {world.reader} may write no lane: agent profile looker")
     lanes = mcp_call(world.dsn(world.login), world.embeddings_url, world.reader, "lanes", {})
-    assert lanes.tool.structured_content | {"explanation": ""} == {
+    assert lanes.tool_result.structured_content | {"explanation": ""} == {
         "role": world.reader,
         "reads_every_lane": False,
         "agent_profile": "looker",
@@ -126,7 +127,7 @@ def test_remember_without_a_lane_goes_to_the_callers_own_lane_or_says_which_to_n
     }
     with http_service(world, world.dsn(world.login), world.embeddings_url) as http:
         http_lanes = http_call(http, world, "GET", "/lanes", world.reader)
-    assert http_lanes.body == lanes.tool.structured_content
+    assert http_lanes.body == lanes.tool_result.structured_content
 
 
 def test_duplicate(world: World) -> None:

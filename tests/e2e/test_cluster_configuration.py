@@ -7,6 +7,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from queries import scalar
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,7 +32,7 @@ def recorded_cluster() -> tuple[Path, int]:
 @pytest.fixture
 def setups_cluster(db: psycopg.Connection) -> int:
     """The port set-up recorded; the test is skipped where the test server is another cluster."""
-    data_directory = Path(db.execute("show data_directory").fetchone()[0]).resolve()  # type: ignore[index]
+    data_directory = Path(scalar(db, "show data_directory")).resolve()
     pgdata, port = recorded_cluster()
     if pgdata != data_directory:
         pytest.skip(f"the test server ({data_directory}) is not the cluster set-up recorded ({pgdata})")
@@ -39,7 +40,7 @@ def setups_cluster(db: psycopg.Connection) -> int:
 
 
 def test_the_clusters_configuration_holds_its_port(db: psycopg.Connection, setups_cluster: int) -> None:
-    port = db.execute("show port").fetchone()[0]  # type: ignore[index]
+    port = scalar(db, "show port")
     configured = db.execute(
         "select setting, sourcefile from pg_file_settings where name = 'port' and applied and error is null"
     ).fetchall()

@@ -28,6 +28,8 @@ import pytest
 from checkout import ROOT
 from client.doubles import HashGateway
 from clusters import free_port
+from queries import row, scalar
+from releases import CURRENT
 from test_embedded_model import MODEL, MODEL_FINGERPRINT
 
 from emem_client import Client, EmbeddedGateway, cli, setup_defaults
@@ -180,7 +182,7 @@ def test_make_install_puts_the_files_where_the_readme_says(db: psycopg.Connectio
     """The README's make commands with the test server's pg_config, installed under DESTDIR: the
     SQL in `pg_config --sharedir`/extension, emem_db in the system Python's site-packages."""
     [install] = blocks_of("sh", "Install into an existing PostgreSQL")
-    major = int(db.execute("show server_version_num").fetchone()[0]) // 10000
+    major = int(scalar(db, "show server_version_num")) // 10000
     pg_config = f"/usr/lib/postgresql/{major}/bin/pg_config"  # Debian's place, as the README names it
     assert Path(pg_config).exists(), "the server's build files (postgresql-server-dev-*) the set-up installs"
     commands = [shlex.split(line) for line in install.lines]
@@ -422,11 +424,12 @@ def test_the_settings_snippet_sets_what_an_agent_profile_runs_under(db: psycopg.
     db.execute("select emem.create_lane('notes'), emem.create_agent_profile('helper', array['notes'])")
     for statement in filter(str.strip, snippet.text.replace("emem_demo", db.info.dbname).split(";")):
         db.execute(statement)
-    assert db.execute("select settings from emem.agent_profiles where profile_name = 'helper'").fetchone()[0] == {}
-    setting = db.execute(
+    assert scalar(db, "select settings from emem.agent_profiles where profile_name = 'helper'") == {}
+    setting = scalar(
+        db,
         "select setconfig from pg_db_role_setting where setdatabase = "
-        "(select oid from pg_database where datname = current_database())"
-    ).fetchone()[0]
+        "(select oid from pg_database where datname = current_database())",
+    )
     assert setting == ["emem.pipeline_profile=record_vectors, tags_by_terms, window_vectors, fulltext_by_rarity"]
     db.execute(f"alter database {db.info.dbname} reset all")
 
@@ -458,11 +461,11 @@ def test_the_monitoring_queries_run(db: psycopg.Connection) -> None:
     db.execute("select emem.create_lane('notes')")
     db.execute("select emem.create_embedding_space(%s, 384, %s, true)", (MODEL, MODEL_FINGERPRINT))
     db.execute("select emem.put_record('note', 'no vector yet', 'notes')")
-    health, coverage, queue, version = (db.execute(statement).fetchone() for statement in statements(snippet))
+    health, coverage, queue, version = (row(db, statement) for statement in statements(snippet))
     assert health[0]["status"] == "degraded" and health[0]["reasons"] == ["vectors_incomplete"]
     assert coverage[0] is not None
     assert queue == (1, 0)
-    assert version[0] == re.search(r"default_version = '([^']+)'", (ROOT / "emem.control").read_text())[1]
+    assert version[0] == CURRENT  # emem.control's default_version
 
 
 # ---- the documentation itself -----------------------------------------------------------------

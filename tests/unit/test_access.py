@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -183,7 +184,7 @@ def test_service_settings_refuse_what_does_not_go_together(tmp_path: Path) -> No
     tokens = tmp_path / "tokens.toml"
     assert ServiceSettings(no_auth=True).bind_host == "127.0.0.1"
     assert ServiceSettings(no_auth=True, bind_host="::1").no_auth
-    for arguments, message in (
+    refused: tuple[tuple[dict[str, Any], str], ...] = (
         ({}, "needs a tokens file, --tokens \\(EMEM_TOKENS_FILE\\)"),
         ({"no_auth": True, "tokens_file": tokens}, "not both"),
         ({"no_auth": True, "bind_host": "0.0.0.0"}, "accepted only on a loopback address"),
@@ -194,7 +195,8 @@ def test_service_settings_refuse_what_does_not_go_together(tmp_path: Path) -> No
         ({"tokens_file": tokens, "pool_size": 2.5}, "--pool-size .* must be an integer"),
         ({"tokens_file": tokens, "pool_size": True}, "--pool-size .* must be an integer"),
         ({"tokens_file": tokens, "max_body_bytes": 10}, "--max-body-bytes .* from 1024"),
-    ):
+    )
+    for arguments, message in refused:
         with pytest.raises(ValueError, match=message):
             ServiceSettings(**arguments)
 

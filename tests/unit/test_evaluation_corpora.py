@@ -8,7 +8,9 @@ import json
 import re
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +25,7 @@ from sessions import SPEAKERS, build_sessions_corpus
 
 from emem_db.stopwords import STOP_WORDS
 
-BUILDERS = {
+BUILDERS: dict[str, Callable[[int], Corpus]] = {
     "own": build_corpus,
     "sessions": build_sessions_corpus,
     "records": build_records_corpus,
@@ -31,7 +33,7 @@ BUILDERS = {
 }
 
 
-def contents(corpus: Corpus) -> dict:
+def contents(corpus: Corpus) -> dict[str, list[Any]]:
     """Everything a corpus holds, as plain data."""
     return {
         "records": corpus.records,
@@ -61,7 +63,7 @@ def relations() -> Corpus:
     return build_relations_corpus(11)
 
 
-def by_key(corpus: Corpus) -> dict[str, dict]:
+def by_key(corpus: Corpus) -> dict[str, dict[str, Any]]:
     return {r["key"]: r for r in corpus.records}
 
 
@@ -153,7 +155,9 @@ def test_a_relatives_news_is_told_by_the_name_alone(sessions: Corpus) -> None:
     ]
     assert asked_by_relation
     for question in asked_by_relation:
-        relation = re.search(r"'s (brother|sister|cousin|best friend|uncle|aunt) ", question.text).group(1)
+        asked = re.search(r"'s (brother|sister|cousin|best friend|uncle|aunt) ", question.text)
+        assert asked is not None
+        relation = asked.group(1)
         intro, news = sorted(question.gold, key=lambda k: records[k]["thread_position"])
         assert f"My {relation} " in records[intro]["content"]
         assert relation not in records[news]["content"]

@@ -1,5 +1,7 @@
 """The in-database modules outside the server, with a small fake of plpy."""
 
+from typing import Any
+
 import pytest
 from fake_plpy import FakePlpy, FakePlpyError
 
@@ -17,12 +19,12 @@ def test_loaded_modules_of_another_version_ask_to_reconnect() -> None:
 def test_a_state_an_earlier_release_left_in_the_backend_is_replaced() -> None:
     """Each release imports its own package (emem_db_<version>); a backend that ran the update from
     an earlier release holds that release's state under the same key: it is not reused."""
-    cache: dict = {STATE_KEY: object()}
+    cache: dict[str, Any] = {STATE_KEY: object()}
     assert isinstance(backend(cache, FakePlpy(), VERSION), Backend)
 
 
 def test_backend_state_is_kept_between_calls() -> None:
-    cache: dict = {}
+    cache: dict[str, Any] = {}
     first = backend(cache, FakePlpy(), VERSION)
     assert backend(cache, FakePlpy(), VERSION) is first
     assert cache[STATE_KEY] is first
