@@ -16,4 +16,8 @@ python=.venv/bin/python  # the project's virtual environment (made by setup.sh)
 "$python" -m mypy emem_client plpython/emem_db
 "$python" -m mypy bench
 "$python" -m mypy evaluation
+# The tests import their helpers by bare name (pytest puts each test's folder and tests/ on the
+# path); tests/client has a conftest.py of its own, so it is checked apart from the rest.
+MYPYPATH=tests:plpython:evaluation "$python" -m mypy --explicit-package-bases tests --exclude tests/client
+MYPYPATH=tests/client:tests:plpython:evaluation "$python" -m mypy --explicit-package-bases tests/client
 "$python" -m pytest "$@"
