@@ -280,12 +280,22 @@ class Reader:
         the shards; on one node the statement's plan is kept (unless its text holds values:
         cache=False) and the settings are set around it, which saves planning it on every find."""
         if self.distributed:
-            return self.candidates(
+            found = self.candidates(
                 name,
                 "select * from emem._scan($1, $2, $3, $4, $5)",
                 ["text", "public.vector", "int", "int", "jsonb"],
                 [sql, self.request.vector, count, ef_search, json.dumps(settings)],
             )
+        else:
+            found = self.scan_here(name, sql, count, ef_search, settings, cache)
+        # An HNSW scan returns equal distances in the graph's order, which differs between builds
+        # and runs: ties go by record id, so that a page's ranks do not depend on it.
+        return sorted(found, key=lambda c: (*distance_key(c.distance), c.record_id))
+
+    def scan_here(
+        self, name: str, sql: str, count: int, ef_search: int, settings: dict[str, str], cache: bool
+    ) -> list[Candidate]:
+        """`scan` on one node: the settings set around the kept plan."""
         wanted = dict(settings)
         if "hnsw.ef_search" not in wanted:  # as emem._scan: at least ef_search, unless the settings fix it
             current = "select pg_catalog.current_setting('hnsw.ef_search')::integer as n"
