@@ -10,9 +10,10 @@ comment on type emem.record_kind is
   'What a record is: a note, one turn of a conversation, one chunk of a file, or an entity.';
 
 -- Conversation turns and file chunks belong to a thread (the conversation or file) at a position.
+-- No SET clause, so that it is inlined into the records' check (run for every row written); every
+-- name in it is qualified.
 create function emem._has_thread(kind emem.record_kind) returns boolean
 language sql immutable strict parallel safe
-set search_path = pg_catalog, pg_temp
 as $$ select kind operator(pg_catalog.=) any (array['conversation', 'file']::emem.record_kind[]) $$;
 comment on function emem._has_thread(emem.record_kind) is
   'Whether records of this kind belong to a thread (conversation, file).';
@@ -22,3 +23,10 @@ comment on function emem._has_thread(emem.record_kind) is
 create type emem._window_run as (
     lane_name text, thread_kind emem.record_kind, thread_id text, first_position integer, last_position integer);
 comment on type emem._window_run is 'A run of consecutive positions of one thread (conversation or file) in a lane.';
+
+-- One item of put_records as read from its JSON (emem._read_items): its number, what is wrong with
+-- it (NULL when nothing is), and its values before any cast.
+create type emem._record_item as (
+    item_number integer, problem text, kind text, content text, lane text, tags jsonb, authority text,
+    occurred_at text, thread_id text, thread_position text, metadata jsonb, source_key text, vector text);
+comment on type emem._record_item is 'One item of emem.put_records as read from its JSON, before any cast.';

@@ -2,7 +2,9 @@
 -- runs as the extension's owner (SECURITY DEFINER), acts for the session's role
 -- (emem._acting_role()) and writes only into that role's write lanes. Every argument is checked
 -- before anything is written; a refusal says what is accepted (SQLSTATE 22023 for a value it
--- does not accept, 42501 for a lane the role may not write) and writes nothing.
+-- does not accept, 42501 for a lane the role may not write) and writes nothing. The bulk writes
+-- run without JIT: a batch's rows are new to the statistics, and a plan whose estimate passes
+-- jit_above_cost spent about 90 ms of a 1,000-record put_records compiling its expressions.
 
 -- No SET clause, so that it is inlined into bulk writes; every name in it is qualified.
 create function emem._normal_tag(tag text) returns text
@@ -14,10 +16,10 @@ $$;
 comment on function emem._normal_tag(text) is
   'How tags are stored: in Unicode''s composed form (NFC), every run of white space (in any script) one space, trimmed, lower-case.';
 
--- White space in any script counts as white space: a text of only that says nothing.
+-- White space in any script counts as white space: a text of only that says nothing. No SET
+-- clause, so that it is inlined into the checks of bulk writes; every name in it is qualified.
 create function emem._is_blank(value text) returns boolean
 language sql immutable strict parallel safe
-set search_path = pg_catalog, pg_temp
 as $$ select value operator(pg_catalog.~) '^[\s\u00a0\u1680\u2000-\u200b\u2028\u2029\u202f\u205f\u3000\ufeff]*$' $$;
 comment on function emem._is_blank(text) is 'Whether a text holds nothing but white space (in any script).';
 
@@ -157,23 +159,22 @@ $$;
 comment on function emem._check_vector(public.vector, emem.embedding_spaces, text) is
   'Refuses a vector that is NULL, of another dimension than the space, or zero (pgvector itself refuses NaN and infinity).';
 
--- What is wrong with one item of put_records, or NULL. The cheap checks of shape and size; the
--- values that need a cast (occurred_at, a vector) are parsed afterwards.
-create function emem._item_problem(item jsonb, writable text[]) returns text
-language plpgsql stable
+-- Each item of put_records as read from its JSON, with what is wrong with it (NULL when nothing
+-- is) and its values as text, before any cast: the batch's JSON is walked once, here, and the
+-- statements that check and write the batch read these rows. The cheap checks of shape and size
+-- are made here; the values that need a cast (occurred_at, a vector) are parsed afterwards.
+create function emem._read_items(items jsonb, writable text[]) returns setof emem._record_item
+language sql stable
 set search_path = pg_catalog, pg_temp
 as $$
-#variable_conflict use_column
-begin
-    return (select case
+    select i.n::integer, case
         when pg_catalog.jsonb_typeof(item) <> 'object' then 'is not a JSON object'
-        when exists (select 1 from pg_catalog.jsonb_object_keys(item) as k
-                     where k <> all (array['kind', 'content', 'lane', 'tags', 'authority', 'occurred_at',
-                                           'thread_id', 'thread_position', 'metadata', 'source_key', 'vector']))
+        when item operator(pg_catalog.-) array['kind', 'content', 'lane', 'tags', 'authority', 'occurred_at',
+                'thread_id', 'thread_position', 'metadata', 'source_key', 'vector'] <> '{}'
             then 'has an unknown key; accepted: kind, content, lane, tags, authority, occurred_at, '
                  'thread_id, thread_position, metadata, source_key, vector'
         when pg_catalog.jsonb_typeof(item->'kind') is distinct from 'string'
-             or item->>'kind' <> all (pg_catalog.enum_range(null::emem.record_kind)::text[])
+             or item->>'kind' <> all (array(select pg_catalog.unnest(pg_catalog.enum_range(null::emem.record_kind))::text))
             then pg_catalog.format('kind must be one of %s',
                                    pg_catalog.array_to_string(pg_catalog.enum_range(null::emem.record_kind), ', '))
         when pg_catalog.jsonb_typeof(item->'content') is distinct from 'string'
@@ -214,17 +215,24 @@ begin
         when item ? 'source_key' and (pg_catalog.jsonb_typeof(item->'source_key') <> 'string'
              or emem._is_blank(item->>'source_key') or pg_catalog.length(item->>'source_key') > 500)
             then 'source_key must be a non-empty text of at most 500 characters'
-        when item ? 'vector' and (pg_catalog.jsonb_typeof(item->'vector') not in ('array', 'string')
-             or pg_catalog.length((item->'vector')::text) > 100000)
+        when item ? 'vector' and (v.vector_type is distinct from 'array' and v.vector_type is distinct from 'string'
+             or pg_catalog.octet_length(v.vector_text) > 100000)
             then 'vector must be an array of numbers, or pgvector''s text of one such as "[0.1,0.2,...]"'
-        end);
-end
+        end,
+        item->>'kind', item->>'content', item->>'lane', item->'tags', item->>'authority', item->>'occurred_at',
+        item->>'thread_id', item->>'thread_position', item->'metadata', item->>'source_key', v.vector_text
+    from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
+    -- A vector as pgvector's text: the string as given (the fast form for bulk loads), or the array's text.
+    cross join lateral (select pg_catalog.jsonb_typeof(item->'vector') as vector_type) as t
+    cross join lateral (select case t.vector_type when 'string' then item->>'vector'
+                                                  when 'array' then (item->'vector')::pg_catalog.text end as vector_text,
+                               t.vector_type) as v
 $$;
-comment on function emem._item_problem(jsonb, text[]) is
-  'What is wrong with one item of emem.put_records (shape, sizes, lane), or NULL.';
+comment on function emem._read_items(jsonb, text[]) is
+  'The items of emem.put_records as rows of text, each with what is wrong with it (shape, sizes, lane) or NULL.';
 
 -- A value that needs a cast to be checked: the first item whose value does not cast, with why.
-create function emem._first_uncastable(items jsonb, field text, as_type text) returns record
+create function emem._first_uncastable(item_values text[], as_type text) returns record
 language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
@@ -232,9 +240,9 @@ declare
     each_item record;
     found_problem record;
 begin
-    for each_item in select i.n, i.item->>field as value
-                     from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
-                     where i.item ? field order by i.n loop
+    for each_item in select v.n, v.value
+                     from pg_catalog.unnest(item_values) with ordinality as v(value, n)
+                     where v.value is not null order by v.n loop
         begin
             execute pg_catalog.format('select %L::%s', each_item.value, as_type);
         exception when others then
@@ -245,12 +253,12 @@ begin
     return null;
 end
 $$;
-comment on function emem._first_uncastable(jsonb, text, text) is
-  'The number of the first item whose field does not cast to the type, and the cast''s message (for put_records'' errors).';
+comment on function emem._first_uncastable(text[], text) is
+  'The number of the first item whose value does not cast to the type, and the cast''s message (for put_records'' errors).';
 
 -- The records the items' lanes hold already under the items' source keys: {"lane/key": id} (a lane
 -- name holds no '/').
-create function emem._stored_keys(items jsonb) returns jsonb
+create function emem._stored_keys(parsed emem._record_item[]) returns jsonb
 language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
@@ -258,17 +266,18 @@ as $$
 begin
     return (select coalesce(pg_catalog.jsonb_object_agg(r.lane_name || '/' || r.source_key, r.record_id), '{}')
     from emem.records as r
-    where (r.lane_name, r.source_key) in (select i->>'lane', i->>'source_key' from pg_catalog.jsonb_array_elements(items) as i
-                                          where i ? 'source_key'));
+    where (r.lane_name, r.source_key) in (select p.lane, p.source_key from pg_catalog.unnest(parsed) as p
+                                          where p.source_key is not null));
 end
 $$;
-comment on function emem._stored_keys(jsonb) is 'The ids of the records the items'' lanes hold under their source keys, by lane/key.';
+comment on function emem._stored_keys(emem._record_item[]) is 'The ids of the records the items'' lanes hold under their source keys, by lane/key.';
 
 create function emem.put_records(items jsonb, space_id integer default null)
 returns table (item_number integer, record_id bigint, created boolean)
 language plpgsql
 security definer  -- agents write only through the API, into their own write lanes
 set search_path = pg_catalog, pg_temp
+set jit = off
 as $$
 declare
     problem record;
@@ -276,6 +285,7 @@ declare
     dimension integer;
     item_count integer;
     writable text[] := emem._lanes_of(emem._acting_role(), true);
+    parsed emem._record_item[];
     times timestamptz[];
     vectors public.vector[];
     stored_ids bigint[];
@@ -298,55 +308,46 @@ begin
         raise exception 'at most 50000 items per call, got %', item_count
             using errcode = '22023', hint = 'Split the load into batches.';
     end if;
-    if pg_catalog.jsonb_path_exists(items, 'lax $[*].vector') then
-        space := emem._resolve_space(space_id);
-        dimension := space.dimension;
-    end if;
 
-    select i.n, i.reason into problem
-    from (
-        select n, coalesce(emem._item_problem(item, writable), case
-            when i.n > pg_catalog.min(i.n) over (partition by i.item->>'lane', i.item->>'source_key')
-                 and item ? 'source_key'
-                then 'repeats the lane and source_key of an earlier item of this batch' end) as reason
-        from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
-    ) as i
-    where i.reason is not null
-    order by i.n
+    parsed := array(select p from emem._read_items(items, writable) as p order by p.item_number);
+    select f.n, f.reason into problem
+    from (select p.item_number as n, p.problem as reason, 1 as rank
+          from pg_catalog.unnest(parsed) as p
+          where p.problem is not null
+          union all
+          select k.n, 'repeats the lane and source_key of an earlier item of this batch', 2
+          from (select p.item_number as n, pg_catalog.min(p.item_number) over (partition by p.lane, p.source_key) as first_n
+                from pg_catalog.unnest(parsed) as p
+                where p.source_key is not null) as k
+          where k.n > k.first_n) as f
+    order by f.n, f.rank
     limit 1;
     if found then
         raise exception 'item %: %', problem.n, problem.reason
             using errcode = case when problem.reason like 'lane % is not a lane%' then '42501' else '22023' end;
     end if;
+    if exists (select from pg_catalog.unnest(parsed) as p where p.vector is not null) then
+        space := emem._resolve_space(space_id);
+        dimension := space.dimension;
+    end if;
 
     -- Times and vectors are parsed once, all together; only when one does not parse is each
-    -- item tried on its own, to name it. Vectors are parsed by pgvector (from the array's text,
-    -- or the string as given: the fast form for bulk loads) and stored at unit length: cosine is
-    -- all emem measures, and unit vectors cannot overflow its arithmetic.
+    -- item tried on its own, to name it. Vectors are parsed by pgvector and stored at unit
+    -- length: cosine is all emem measures, and unit vectors cannot overflow its arithmetic.
     begin
-        times := array(
-            select (i.item->>'occurred_at')::timestamptz
-            from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n) order by i.n);
+        times := array(select p.occurred_at::timestamptz from pg_catalog.unnest(parsed) as p order by p.item_number);
     exception when others then
-        problem := emem._first_uncastable(items, 'occurred_at', 'timestamptz');
+        problem := emem._first_uncastable(array(select p.occurred_at from pg_catalog.unnest(parsed) as p
+                                                order by p.item_number), 'timestamptz');
         raise exception 'item %: occurred_at must be an ISO 8601 date or time (%)', problem.n, problem.reason
             using errcode = '22023';
     end;
     if dimension is not null then
         begin
-            vectors := array(
-                select case when i.item ? 'vector' then
-                           (case when pg_catalog.jsonb_typeof(i.item->'vector') = 'string' then i.item->>'vector'
-                                 else (i.item->'vector')::pg_catalog.text end)::public.vector end
-                from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
-                order by i.n);
+            vectors := array(select p.vector::public.vector from pg_catalog.unnest(parsed) as p order by p.item_number);
         exception when others then
-            problem := emem._first_uncastable(
-                (select pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('vector', case
-                     when pg_catalog.jsonb_typeof(i.item->'vector') = 'string' then i.item->>'vector'
-                     else (i.item->'vector')::pg_catalog.text end) order by i.n)
-                 from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)),
-                'vector', 'public.vector');
+            problem := emem._first_uncastable(array(select p.vector from pg_catalog.unnest(parsed) as p
+                                                    order by p.item_number), 'public.vector');
             raise exception 'item %: vector is not a vector of numbers (%)', problem.n, problem.reason
                 using errcode = '22023',
                       hint = pg_catalog.format('Send %s finite numbers, as an array or as pgvector''s text "[0.1,...]".',
@@ -369,11 +370,9 @@ begin
     end if;
 
     -- An item whose source key its lane holds already is not written again.
-    stored := emem._stored_keys(items);
-    stored_ids := array(
-        select (stored->>((i.item->>'lane') || '/' || (i.item->>'source_key')))::bigint
-        from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
-        order by i.n);
+    stored := emem._stored_keys(parsed);
+    stored_ids := array(select (stored->>(p.lane || '/' || p.source_key))::bigint
+                        from pg_catalog.unnest(parsed) as p order by p.item_number);
     new_ids := array(
         select case when stored_ids[n] is null then pg_catalog.nextval('emem.records_record_id_seq') end
         from pg_catalog.generate_series(1, item_count) as n);
@@ -382,10 +381,11 @@ begin
     -- record written with its vector is not queued for embedding in its space.
     if dimension is not null then
         insert into emem.record_vectors (space_id, record_id, embedding, lane_name)
-        select space.space_id, new_ids[n], public.l2_normalize(vectors[n]), items->(n - 1)->>'lane'
-        from pg_catalog.generate_series(1, item_count) as n
-        where vectors[n] is not null and new_ids[n] is not null
-        order by 1;
+        select space.space_id, new_ids[p.item_number], public.l2_normalize(v.vector), p.lane
+        from pg_catalog.unnest(parsed) as p
+        join pg_catalog.unnest(vectors) with ordinality as v(vector, n) on v.n = p.item_number
+        where v.vector is not null and new_ids[p.item_number] is not null
+        order by 2;
     end if;
 
     -- Records in a statement of their own, so that the tags below follow them; a key a
@@ -394,15 +394,12 @@ begin
     with inserted as (
         insert into emem.records (record_id, kind, content, lane_name, authority, occurred_at,
                                   thread_id, thread_position, metadata, source_key)
-        select new_ids[i.n], x.kind::emem.record_kind, x.content, x.lane, coalesce(x.authority, 0.5),
-               coalesce(times[i.n], pg_catalog.now()), x.thread_id, x.thread_position,
-               coalesce(x.metadata, '{}'), x.source_key
-        from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
-        cross join lateral pg_catalog.jsonb_to_record(i.item) as x(
-            kind text, content text, lane text, authority real, thread_id text, thread_position integer,
-            metadata jsonb, source_key text)
-        where new_ids[i.n] is not null
-        order by x.lane, x.source_key, i.n
+        select new_ids[p.item_number], p.kind::emem.record_kind, p.content, p.lane, coalesce(p.authority::real, 0.5),
+               coalesce(times[p.item_number], pg_catalog.now()), p.thread_id, p.thread_position::integer,
+               coalesce(p.metadata, '{}'), p.source_key
+        from pg_catalog.unnest(parsed) as p
+        where new_ids[p.item_number] is not null
+        order by p.lane, p.source_key, p.item_number
         on conflict (lane_name, source_key) where source_key is not null do nothing
         returning emem.records.record_id
     )
@@ -410,10 +407,10 @@ begin
 
     select pg_catalog.array_agg(tagged.record_id), pg_catalog.array_agg(tagged.lane_name), pg_catalog.array_agg(tagged.tag)
     into tag_records, tag_lanes, tag_names
-    from (select distinct new_ids[i.n] as record_id, i.item->>'lane' as lane_name, emem._normal_tag(t.tag) as tag
-          from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
-          cross join lateral pg_catalog.jsonb_array_elements_text(coalesce(i.item->'tags', '[]')) as t(tag)
-          where new_ids[i.n] = any (created_ids)) as tagged;
+    from (select distinct c.record_id, p.lane as lane_name, emem._normal_tag(t.tag) as tag
+          from pg_catalog.unnest(parsed) as p
+          join pg_catalog.unnest(created_ids) as c(record_id) on c.record_id = new_ids[p.item_number]
+          cross join lateral pg_catalog.jsonb_array_elements_text(coalesce(p.tags, '[]')) as t(tag)) as tagged;
     if tag_records is not null then
         perform emem._add_tags(tag_records, tag_lanes, tag_names);
     end if;
@@ -424,20 +421,25 @@ begin
         where v.space_id = space.space_id and v.record_id = any (pg_catalog.array_remove(new_ids, null))
           and v.record_id <> all (created_ids);
     end if;
-    perform emem._queue_records(created_ids);
+    perform emem._queue_new_records(q.record_ids, q.lanes, q.with_vectors, space.space_id)
+    from (select pg_catalog.array_agg(c.record_id) as record_ids, pg_catalog.array_agg(p.lane) as lanes,
+                 pg_catalog.array_agg(v.vector is not null) as with_vectors
+          from pg_catalog.unnest(parsed) as p
+          join pg_catalog.unnest(created_ids) as c(record_id) on c.record_id = new_ids[p.item_number]
+          left join pg_catalog.unnest(vectors) with ordinality as v(vector, n) on v.n = p.item_number) as q
+    where q.record_ids is not null;
 
     -- A key a concurrent writer stored meanwhile: that writer's record.
     if pg_catalog.cardinality(created_ids) < pg_catalog.cardinality(pg_catalog.array_remove(new_ids, null)) then
-        stored := emem._stored_keys(items);
+        stored := emem._stored_keys(parsed);
     end if;
     return query
-    select i.n::integer,
-           case when new_ids[i.n] = any (created_ids) then new_ids[i.n]
-                else coalesce(stored_ids[i.n], (stored->>((i.item->>'lane') || '/' || (i.item->>'source_key')))::bigint)
-           end,
-           new_ids[i.n] = any (created_ids)
-    from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
-    order by i.n;
+    select p.item_number,
+           coalesce(c.record_id, stored_ids[p.item_number], (stored->>(p.lane || '/' || p.source_key))::bigint),
+           c.record_id is not null
+    from pg_catalog.unnest(parsed) as p
+    left join pg_catalog.unnest(created_ids) as c(record_id) on c.record_id = new_ids[p.item_number]
+    order by p.item_number;
 end
 $$;
 comment on function emem.put_records(jsonb, integer) is
@@ -631,6 +633,7 @@ returns table (item_number integer, edge_id bigint, created boolean)
 language plpgsql
 security definer  -- agents write only through the API, into their own write lanes
 set search_path = pg_catalog, pg_temp
+set jit = off
 as $$
 declare
     problem_number bigint;
@@ -724,6 +727,7 @@ returns bigint
 language plpgsql
 security definer  -- agents write only through the API, into their own write lanes
 set search_path = pg_catalog, pg_temp
+set jit = off
 as $$
 declare
     space emem.embedding_spaces := emem._resolve_space(space_id);
@@ -847,6 +851,7 @@ create function emem.delete_records(record_ids bigint[]) returns bigint
 language plpgsql
 security definer  -- agents write only through the API, into their own write lanes
 set search_path = pg_catalog, pg_temp
+set jit = off
 as $$
 begin
     perform emem._writable_records(record_ids, 'delete_records');
@@ -891,6 +896,7 @@ create function emem.move_records(record_ids bigint[], lane text) returns bigint
 language plpgsql
 security definer  -- agents write only through the API, into their own write lanes
 set search_path = pg_catalog, pg_temp
+set jit = off
 as $$
 declare
     moved emem.records[] := emem._writable_records(record_ids, 'move_records');

@@ -29,7 +29,7 @@ from databases import MakeRole
 from finds import envelope
 from psycopg import errors, sql
 from queries import scalar
-from releases import control_default_version
+from releases import INLINED_FUNCTIONS, control_default_version, pgspot_allowances
 from writes import put
 
 pytest_plugins = ["figures"]
@@ -794,9 +794,6 @@ def test_every_security_definer_function_pins_its_search_path(db: psycopg.Connec
 
 # SQL functions written to be inlined into the caller's query, which a SET clause prevents: they
 # are not SECURITY DEFINER and qualify every name (pgspot checks their bodies all the same).
-INLINED_FUNCTIONS = {"emem._normal_tag(text)": "emem._normal_tag(tag text)"}
-
-
 def test_every_other_function_pins_its_search_path(db: psycopg.Connection) -> None:
     """Not only the definer functions (aggregates have no settings): all but the inlined ones."""
     loose = db.execute(
@@ -831,7 +828,7 @@ def test_pgspot_finds_nothing_in_the_install_script() -> None:
     pytest.importorskip("pgspot", reason="pgspot is not installed: python3 -m pip install pgspot")
     script = built_install_script()
     ignored = [arg for lang in PGSPOT_IGNORED_LANGUAGES for arg in ("--ignore-lang", lang)]
-    ignored += [arg for function in INLINED_FUNCTIONS.values() for arg in ("--proc-without-search-path", function)]
+    ignored += pgspot_allowances()
     result = subprocess.run(
         [sys.executable, "-m", "pgspot", *ignored, str(script)], capture_output=True, text=True, timeout=120
     )

@@ -279,3 +279,21 @@ def test_a_vector_may_come_as_pgvector_text(db: psycopg.Connection, space: int) 
     as_text, as_array = put(db, "text", vector="[3,4,0]"), put(db, "array", vector=[3, 4, 0])
     stored: dict[int, str] = dict(db.execute("select record_id, embedding::text from emem.record_vectors").fetchall())
     assert stored[as_text] == stored[as_array] == "[0.6,0.8,0]"
+
+
+@SPACE
+def test_a_record_is_queued_in_every_space_but_the_one_its_vector_came_in(db: psycopg.Connection, space: int) -> None:
+    other: int = scalar(db, "select emem.create_embedding_space('other-model', 4)")
+    stored = put(db, "stored before", source_key="file:a#1")
+    items = [
+        {"kind": "note", "content": "with a vector", "lane": "sales", "vector": [1, 0, 0]},
+        {"kind": "note", "content": "without one", "lane": "sales"},
+        {"kind": "note", "content": "stored before", "lane": "sales", "source_key": "file:a#1", "vector": [0, 1, 0]},
+    ]
+    with_vector, without, again = (
+        row[0]
+        for row in db.execute("select record_id from emem.put_records(%s) order by item_number", (json.dumps(items),))
+    )
+    assert again == stored
+    queued = set(db.execute("select space_id, record_id from emem.embedding_queue where record_id is not null"))
+    assert queued == {(other, stored), (space, stored), (other, with_vector), (space, without), (other, without)}
