@@ -98,18 +98,19 @@ comment on function emem._remove_tags(bigint[], text[]) is
 -- ---- edge labels -----------------------------------------------------------------------------------
 
 -- An edge is matched through its relation name (words split at underscores) and every scalar
--- value of its properties, however deeply nested: its labels, each once.
+-- value of its properties, however deeply nested: its labels, each once. Neither STRICT nor with a
+-- SET clause, so that it is inlined into the statements that read edges (a call per edge cost
+-- about 30 us); every name in it is qualified.
 create function emem._edge_label_texts(relation text, properties jsonb) returns setof text
-language sql immutable strict parallel safe
-set search_path = pg_catalog, pg_temp
+language sql immutable parallel safe
 as $$
-    select label
+    select labels.label
     from (select pg_catalog.replace(relation, '_', ' ') as label
           union
-          select value #>> '{}'
+          select value operator(pg_catalog.#>>) '{}'
           from pg_catalog.jsonb_path_query(properties, 'strict $.**') as value
-          where pg_catalog.jsonb_typeof(value) in ('string', 'number')) as labels
-    where pg_catalog.btrim(label) <> ''
+          where pg_catalog.jsonb_typeof(value) operator(pg_catalog.=) any (array['string', 'number'])) as labels
+    where pg_catalog.btrim(labels.label) operator(pg_catalog.<>) ''
 $$;
 comment on function emem._edge_label_texts(text, jsonb) is 'The labels of an edge: its relation name (underscores as spaces) and each scalar property value.';
 
@@ -124,7 +125,7 @@ declare
 begin
     -- In steps over arrays (each statement reads one table, then writes from the arrays), which a
     -- Citus cluster runs as the one node does: the labels of the edges, their terms (known ones
-    -- from the vocabulary, not analysed again), then the rows.
+    -- from the vocabulary, the new ones analysed in one call), then the rows.
     select pg_catalog.array_agg(e.edge_id) as edge_ids, pg_catalog.array_agg(e.from_record_id) as from_ids,
            pg_catalog.array_agg(e.to_record_id) as to_ids, pg_catalog.array_agg(e.from_lane_name) as from_lanes,
            pg_catalog.array_agg(e.to_lane_name) as to_lanes, pg_catalog.array_agg(l.label) as labels
@@ -134,13 +135,16 @@ begin
     if found.edge_ids is null then
         return;
     end if;
-    with label_terms as (
-        select l.label, coalesce(v.label_terms, emem._label_terms(l.label)) as label_terms,
-               coalesce(v.namespace_terms, emem._label_namespace_terms(l.label)) as namespace_terms
-        from (select distinct pg_catalog.unnest(found.labels) as label) as l
-        left join (select distinct on (k.label) k.label, k.label_terms, k.namespace_terms
-                   from emem.edge_label_vocabulary as k where k.label = any (found.labels)
-                   order by k.label) as v on v.label = l.label
+    with known as (
+        select distinct on (k.label) k.label, k.label_terms, k.namespace_terms
+        from emem.edge_label_vocabulary as k where k.label = any (found.labels)
+        order by k.label
+    ), label_terms as (
+        select k.label, k.label_terms, k.namespace_terms from known as k
+        union all
+        select a.label, a.label_terms, a.namespace_terms
+        from emem._analysed_labels(array(select l.label from pg_catalog.unnest(found.labels) as l (label)
+                                         except select k.label from known as k)) as a
     ), labelled as (
         select w.*, t.label_terms, t.namespace_terms
         from rows from (pg_catalog.unnest(found.edge_ids), pg_catalog.unnest(found.from_ids),
@@ -149,15 +153,11 @@ begin
              as w (edge_id, from_record_id, to_record_id, from_lane_name, to_lane_name, label)
         join label_terms as t on t.label = w.label
     )
-    select pg_catalog.array_agg(n.label order by n.label, ends.record_id, n.edge_id) as labels,
-           pg_catalog.array_agg(n.edge_id order by n.label, ends.record_id, n.edge_id) as edge_ids,
-           pg_catalog.array_agg(ends.record_id order by n.label, ends.record_id, n.edge_id) as ends,
-           pg_catalog.array_agg(ends.lane_name order by n.label, ends.record_id, n.edge_id) as lanes,
-           pg_catalog.array_agg(ends.far_record_id order by n.label, ends.record_id, n.edge_id) as far_ends,
-           pg_catalog.array_agg(ends.far_lane_name order by n.label, ends.record_id, n.edge_id) as far_lanes,
-           pg_catalog.array_agg(n.label_terms::text order by n.label, ends.record_id, n.edge_id) as terms,
-           pg_catalog.array_agg(n.namespace_terms::text order by n.label, ends.record_id, n.edge_id) as namespaces,
-           pg_catalog.array_agg(ends.is_from order by n.label, ends.record_id, n.edge_id) as from_end
+    select pg_catalog.array_agg(n.label) as labels, pg_catalog.array_agg(n.edge_id) as edge_ids,
+           pg_catalog.array_agg(ends.record_id) as ends, pg_catalog.array_agg(ends.lane_name) as lanes,
+           pg_catalog.array_agg(ends.far_record_id) as far_ends, pg_catalog.array_agg(ends.far_lane_name) as far_lanes,
+           pg_catalog.array_agg(n.label_terms::text) as terms, pg_catalog.array_agg(n.namespace_terms::text) as namespaces,
+           pg_catalog.array_agg(ends.is_from) as from_end
     into found
     from labelled as n
     cross join lateral (values (n.from_record_id, n.from_lane_name, n.to_record_id, n.to_lane_name, true),
@@ -172,6 +172,7 @@ begin
                     pg_catalog.unnest(found.edge_ids), pg_catalog.unnest(found.far_ends), pg_catalog.unnest(found.far_lanes),
                     pg_catalog.unnest(found.terms), pg_catalog.unnest(found.namespaces))
          as w (record_id, lane_name, label, edge_id, far_record_id, far_lane_name, terms, namespaces)
+    order by w.label, w.record_id, w.edge_id  -- key order, one sort
     on conflict do nothing;
     -- Each new label in the vocabulary of its from end's lane (the lane its writer writes).
     insert into emem.edge_label_vocabulary (lane_name, label, label_terms, namespace_terms)

@@ -542,20 +542,23 @@ $$;
 comment on function emem.untag_record(bigint, text[]) is 'Removes tags from a record; returns how many it had.';
 
 -- What is wrong with an edge's relation and properties, or NULL.
+-- Without a SET clause: it runs for each item of put_edges, and setting search_path costs a call
+-- as much as its checks. Every name in it is qualified.
 create function emem._edge_problem(relation text, properties jsonb) returns text
 language sql immutable
-set search_path = pg_catalog, pg_temp
 as $$
     select case
-        when relation is null or emem._is_blank(relation) or pg_catalog.length(relation) > 200
+        when relation is null or emem._is_blank(relation) or pg_catalog.length(relation) operator(pg_catalog.>) 200
              or relation operator(pg_catalog.~) '[[:cntrl:]]'
             then 'relation must be a text of 1 to 200 characters, not only white space, without control characters'
-        when properties is null or pg_catalog.jsonb_typeof(properties) <> 'object' then 'properties must be a JSON object'
-        when pg_catalog.pg_column_size(properties) > 65536 then 'properties must be at most 64 kB'
+        when properties is null or pg_catalog.jsonb_typeof(properties) operator(pg_catalog.<>) 'object'
+            then 'properties must be a JSON object'
+        when pg_catalog.pg_column_size(properties) operator(pg_catalog.>) 65536 then 'properties must be at most 64 kB'
         -- Each value is a label of the edge (emem.edge_labels), indexed whole: 2000 bytes fit an index row.
         when exists (select 1 from pg_catalog.jsonb_path_query(properties, 'strict $.**') as value
-                     where pg_catalog.jsonb_typeof(value) in ('string', 'number')
-                       and (pg_catalog.length(value #>> '{}') > 1000 or pg_catalog.octet_length(value #>> '{}') > 2000))
+                     where pg_catalog.jsonb_typeof(value) operator(pg_catalog.=) any (array['string', 'number'])
+                       and (pg_catalog.length(value operator(pg_catalog.#>>) '{}') operator(pg_catalog.>) 1000
+                            or pg_catalog.octet_length(value operator(pg_catalog.#>>) '{}') operator(pg_catalog.>) 2000))
             then 'a property value (a text or a number) is longer than 1000 characters or 2000 bytes'
     end
 $$;
@@ -590,13 +593,16 @@ begin
         perform emem._write_edge_labels(new_edges);
     end if;
     return query
-        select w.n::integer, e.edge_id, e.edge_id = any (coalesce(new_edges, '{}'))
+        select w.n::integer, e.edge_id, c.edge_id is not null
         from rows from (pg_catalog.unnest(_write_edges.from_ids), pg_catalog.unnest(_write_edges.to_ids), pg_catalog.unnest(_write_edges.relations),
                         pg_catalog.unnest(_write_edges.properties), pg_catalog.unnest(_write_edges.from_lanes))
              with ordinality as w (from_id, to_id, relation, properties, from_lane, n)
         join emem.edges as e
           on e.from_lane_name = w.from_lane and e.from_record_id = w.from_id and e.to_record_id = w.to_id
          and e.relation = w.relation and pg_catalog.md5(e.properties::text) = pg_catalog.md5(w.properties::text)
+        left join pg_catalog.unnest(new_edges) as c (edge_id) on c.edge_id = e.edge_id
+        -- The edges at these records only: a join planned over every edge hashed them all.
+        where e.from_record_id = any (_write_edges.from_ids)
         order by w.n;
 end
 $$;

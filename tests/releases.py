@@ -20,11 +20,14 @@ BUILD = ROOT / "build"
 
 
 # SQL functions without a SET clause, so that PostgreSQL inlines them (into bulk writes and the
-# records' check); every name in them is qualified. By signature, as the catalog and pgspot spell it.
+# records' check) or, for one called per item, so that no call changes search_path; every name in
+# them is qualified. By signature, as the catalog and pgspot spell it.
 INLINED_FUNCTIONS = {
     "emem._normal_tag(text)": "emem._normal_tag(tag text)",
     "emem._is_blank(text)": "emem._is_blank(value text)",
     "emem._has_thread(emem.record_kind)": "emem._has_thread(kind emem.record_kind)",
+    "emem._edge_label_texts(text,jsonb)": "emem._edge_label_texts(relation text,properties jsonb)",
+    "emem._edge_problem(text,jsonb)": "emem._edge_problem(relation text,properties jsonb)",
 }
 
 

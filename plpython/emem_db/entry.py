@@ -61,6 +61,14 @@ class Backend:
         self.check_size("the label", label)
         return self.analyser.namespace_terms(label)
 
+    def analysed_labels(self, labels: list[str]) -> list[tuple[str, list[str], list[str]]]:
+        """Each label with its terms and namespace terms: a batch's new labels in one call."""
+        analysed = []
+        for label in labels:
+            self.check_interrupts()
+            analysed.append((label, self.label_terms(label), self.namespace_terms(label)))
+        return analysed
+
     def check_size(self, what: str, text: str) -> None:
         if len(text) > MAX_ANALYSED_CHARS:
             self.fail(f"{what} has {len(text)} characters", hint=f"Accepted: at most {MAX_ANALYSED_CHARS} characters.")

@@ -138,6 +138,21 @@ def test_the_labels_terms_are_shown_by_analyse_question(db: psycopg.Connection) 
     }
 
 
+def test_labels_analysed_in_one_call_get_the_terms_of_one_by_one(db: psycopg.Connection) -> None:
+    """A batch's new edge labels are analysed in one call; each gets what a label alone gets."""
+    batch = db.execute("select * from emem._analysed_labels(%s)", (TAGS,)).fetchall()
+    one_by_one = [
+        (
+            tag,
+            scalar(db, "select emem._label_terms(%s)", (tag,)),
+            scalar(db, "select emem._label_namespace_terms(%s)", (tag,)),
+        )
+        for tag in TAGS
+    ]
+    assert batch == one_by_one
+    assert ("customer:north-wind", ["north", "wind"], ["customer"]) in batch
+
+
 def test_the_update_recomputes_the_terms_an_earlier_release_stored(db: psycopg.Connection) -> None:
     """0.1.1 stored `north-wind` as one term; after ALTER EXTENSION UPDATE the stored edge labels
     and tag vocabulary have the terms of 0.2.0 and later, and the words find them."""
