@@ -173,6 +173,9 @@ ARCHIVE_WINDOW = 10  # turns per window: 10 windows a thread, 10,000 in all
 ARCHIVE_TAG = "audit"
 ARCHIVE_NAME = "Vorkosigan"  # unknown to WordNet: a full-text term
 ARCHIVE_CLUSTER = 11  # the centre of the lane's vectors and of the questions' vector
+ELSEWHERE_CLUSTER = (
+    9  # a cluster of about as many ops records (216 against 227 at 100k), with none of the lane's vectors
+)
 NO_TAG = "pondered"  # no tag, label or text holds it (nor "ponder")
 NO_NAME = "Quellenbar"
 HEAVY_QUESTION = "what was audited by " + ARCHIVE_NAME + " about the {tag}?"
@@ -275,16 +278,26 @@ def ensure_archive_lane(conn: psycopg.Connection, corpus: Corpus, space: int, wr
     }
 
 
-def archive_question_vector(corpus: Corpus) -> str:
-    """The questions' vector: near the centre of the lane's vectors (a cluster lane ops holds too)."""
-    return vector_text(corpus.near(ARCHIVE_CLUSTER % corpus.clusters, np.random.default_rng(corpus.seed + 12)))
+def archive_question_vectors(corpus: Corpus) -> tuple[str, str]:
+    """The questions' vector, near the centre of the lane's vectors (a cluster lane ops holds too),
+    and one near a cluster the lane has nothing in."""
+    rng = np.random.default_rng(corpus.seed + 12)
+    near = vector_text(corpus.near(ARCHIVE_CLUSTER % corpus.clusters, rng))
+    return near, vector_text(corpus.near(ELSEWHERE_CLUSTER % corpus.clusters, rng))
 
 
 def archive_cells(
-    connections: dict[str, psycopg.Connection], rare_tag: str, vector: str, find: str, page_size: int
+    connections: dict[str, psycopg.Connection],
+    rare_tag: str,
+    vectors: tuple[str, str],
+    find: str,
+    page_size: int,
 ) -> list[Cell]:
     """Per isolation, with the vector and degraded: find of the heavy question and the plain one;
-    for the strict agent also records_with_all_tags, the timeline by tag, and explain."""
+    then the plain question with the vector near the lane's against one near a cluster the lane has
+    nothing in (what the lane's vectors cost); for the strict agent also records_with_all_tags, the
+    timeline by tag, and explain."""
+    vector, elsewhere = vectors
     questions = {"heavy": HEAVY_QUESTION.format(tag=rare_tag), "plain": PLAIN_QUESTION.format(tag=rare_tag)}
     tags = {"heavy": ARCHIVE_TAG, "plain": NO_TAG}
     cells = [
@@ -298,6 +311,17 @@ def archive_cells(
         for isolation, conn in connections.items()
         for mode in ("vector", "degraded")
         for weight, question in questions.items()
+    ]
+    cells += [
+        Cell(
+            f"find/{isolation}/vector_near_lane_vs_elsewhere/{weight}",
+            conn,
+            find,
+            (questions["plain"], near, 1, page_size),
+            [],
+        )
+        for isolation, conn in connections.items()
+        for weight, near in (("heavy", vector), ("plain", elsewhere))
     ]
     strict = connections["strict"]
     for weight in ("heavy", "plain"):
@@ -379,13 +403,13 @@ def archive_lines(summary: dict[str, Any]) -> str:
         f" {ARCHIVE_TAG!r}, content naming {ARCHIVE_NAME}, vectors near cluster {ARCHIVE_CLUSTER}) against an"
         f" agent reading lane {AGENT_LANE} (p50 ms): {summary['heavy_question']!r} against"
         f" {summary['plain_question']!r}, the same vector; strict reads by tag {ARCHIVE_TAG!r} against {NO_TAG!r}",
-        f"{'row':<34}{'heavy':>8}{'plain':>8}{'ratio':>7}  {'bound':<14}answers heavy / plain",
+        f"{'row':<34}{'heavy':>8}{'plain':>8}{'ratio':>7}  {'bound':<19}answers heavy / plain",
     ]
     for key, row in summary["rows"].items():
         verdict = f"item {row['item']} <={row['bound']}x {'yes' if row['holds'] else 'NO'}"
         lines.append(
-            f"{key:<34}{row.get('heavy', 0):8.1f}{row.get('plain', 0):8.1f}{row.get('ratio') or 0:7.2f}"
-            f"  {verdict:<14}{row.get('answer_heavy')} / {row.get('answer_plain')}"
+            f"{key:<46}{row.get('heavy', 0):8.1f}{row.get('plain', 0):8.1f}{row.get('ratio') or 0:7.2f}"
+            f"  {verdict:<19}{row.get('answer_heavy')} / {row.get('answer_plain')}"
         )
     for key, keys in summary["explain_timings_to_strict"].items():
         lines.append(f"explain to the strict agent, {key}: " + (f"timings at {keys}" if keys else "no timings"))

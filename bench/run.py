@@ -32,7 +32,7 @@ from lanes import (
     agent_connection,
     archive_cells,
     archive_lines,
-    archive_question_vector,
+    archive_question_vectors,
     archive_summary,
     archive_supported,
     ensure_agents,
@@ -224,11 +224,11 @@ def run_lanes(
     """Another lane's edges, and another lane's records and windows, against agents reading lane
     ops, under each isolation (lanes.py), timed in the same rounds."""
     rare = next(q for q in questions if q.kind == "rare_tag")
-    vector = archive_question_vector(Corpus(args.records, args.seed))
+    vectors = archive_question_vectors(Corpus(args.records, args.seed))
     connections = {isolation: agent_connection(server, args.dbname, role) for isolation, role in AGENTS.items()}
     try:
         edge_cells = lane_cells(connections, rare.terms[0], rare.vector, FIND_ENVELOPE, args.page_size)
-        records_cells = archive_cells(connections, rare.terms[0], vector, FIND_ENVELOPE, args.page_size)
+        records_cells = archive_cells(connections, rare.terms[0], vectors, FIND_ENVELOPE, args.page_size)
         say(f"other lanes: {len(edge_cells) + len(records_cells)} cells x {args.repetitions} rounds")
         latency(edge_cells + records_cells, args.repetitions, progress=say)
     finally:
