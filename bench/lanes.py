@@ -403,7 +403,7 @@ def archive_lines(summary: dict[str, Any]) -> str:
         f" {ARCHIVE_TAG!r}, content naming {ARCHIVE_NAME}, vectors near cluster {ARCHIVE_CLUSTER}) against an"
         f" agent reading lane {AGENT_LANE} (p50 ms): {summary['heavy_question']!r} against"
         f" {summary['plain_question']!r}, the same vector; strict reads by tag {ARCHIVE_TAG!r} against {NO_TAG!r}",
-        f"{'row':<34}{'heavy':>8}{'plain':>8}{'ratio':>7}  {'bound':<19}answers heavy / plain",
+        f"{'row':<46}{'heavy':>8}{'plain':>8}{'ratio':>7}  {'bound':<19}answers heavy / plain",
     ]
     for key, row in summary["rows"].items():
         verdict = f"item {row['item']} <={row['bound']}x {'yes' if row['holds'] else 'NO'}"
