@@ -27,7 +27,21 @@ from beside import beside_cells, beside_lines, compare, exact_vector_pages, same
 from corpus import DIMENSION, Corpus
 from db import Server, connection, emem_version, install_script_md5, modules_md5, scalar
 from floor import ITERATIVE_SCAN, Floor, TagSchema, WeightedTerms, create_hybrids, hybrid_queries
-from lanes import AGENTS, agent_connection, ensure_agents, ensure_edge_lane, lane_cells, lane_lines, lane_summary
+from lanes import (
+    AGENTS,
+    agent_connection,
+    archive_cells,
+    archive_lines,
+    archive_question_vectors,
+    archive_summary,
+    archive_supported,
+    ensure_agents,
+    ensure_archive_lane,
+    ensure_edge_lane,
+    lane_cells,
+    lane_lines,
+    lane_summary,
+)
 from load import Target, build, installed_release, space_id, stored_corpus, update_extension
 from measure import Cell, backend_memory, fresh_connections, latency, percentiles, throughput
 from profiling import profile_question
@@ -204,17 +218,23 @@ def run_latency(server: Server, args: argparse.Namespace, questions: list[Questi
     }
 
 
-def run_lanes(server: Server, args: argparse.Namespace, questions: list[Question]) -> dict[str, dict[str, Any]]:
-    """Another lane's edges against agents reading lane ops, under each isolation (lanes.py)."""
+def run_lanes(
+    server: Server, args: argparse.Namespace, questions: list[Question]
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Another lane's edges, and another lane's records and windows, against agents reading lane
+    ops, under each isolation (lanes.py), timed in the same rounds."""
     rare = next(q for q in questions if q.kind == "rare_tag")
+    vectors = archive_question_vectors(Corpus(args.records, args.seed))
     connections = {isolation: agent_connection(server, args.dbname, role) for isolation, role in AGENTS.items()}
     try:
-        cells = lane_cells(connections, rare.terms[0], rare.vector, FIND_ENVELOPE, args.page_size)
-        latency(cells, args.repetitions)
+        edge_cells = lane_cells(connections, rare.terms[0], rare.vector, FIND_ENVELOPE, args.page_size)
+        records_cells = archive_cells(connections, rare.terms[0], vectors, FIND_ENVELOPE, args.page_size)
+        say(f"other lanes: {len(edge_cells) + len(records_cells)} cells x {args.repetitions} rounds")
+        latency(edge_cells + records_cells, args.repetitions, progress=say)
     finally:
         for conn in connections.values():
             conn.close()
-    return lane_summary(cells)
+    return lane_summary(edge_cells), archive_summary(records_cells)
 
 
 def run_beside(args: argparse.Namespace, questions: list[Question], target: Target, beside: Target) -> dict[str, Any]:
@@ -250,8 +270,10 @@ def prepare_previous(args: argparse.Namespace, beside: Target) -> dict[str, Any]
     load, reused = corpus_ready(beside, args, None)
     say(load_lines(load))
     with connection(beside.server, beside.dbname) as conn:
-        added = add_edge_lane(conn, beside, space_id(conn))
-    return {"load": load, "corpus_reused": reused, "edge_lane_added": added}
+        space = space_id(conn)
+        added = add_edge_lane(conn, beside, space)
+        archive = add_archive_lane(conn, beside, space)
+    return {"load": load, "corpus_reused": reused, "edge_lane_added": added, "archive_lane_added": archive}
 
 
 def add_edge_lane(conn: psycopg.Connection, target: Target, space: int) -> dict[str, Any] | None:
@@ -260,6 +282,21 @@ def add_edge_lane(conn: psycopg.Connection, target: Target, space: int) -> dict[
         say(
             f"added lane {added['lane']} to {target.dbname}: {added['records']} records, {added['edges']} edges"
             f" by {added['edges_by']} at {added['edges_per_second']}/s ({added['seconds']} s);"
+            f" emem.check_derived(): {'not in this release' if added['derived_problems'] is None else 'empty'}"
+        )
+    return added
+
+
+def add_archive_lane(conn: psycopg.Connection, target: Target, space: int) -> dict[str, Any] | None:
+    if not archive_supported(conn):
+        say(f"lane archive not added to {target.dbname}: its emem lacks put_records(jsonb, integer) or put_window")
+        return None
+    added = ensure_archive_lane(conn, Corpus(target.records, target.seed), space, target.writes)
+    if added is not None:
+        say(
+            f"added lane {added['lane']} to {target.dbname}: {added['records']} conversation records in"
+            f" {added['threads']} threads by put_records at {added['records_per_second']}/s, {added['windows']}"
+            f" windows by put_window at {added['put_window_per_second']}/s ({added['seconds']} s);"
             f" emem.check_derived(): {'not in this release' if added['derived_problems'] is None else 'empty'}"
         )
     return added
@@ -349,6 +386,7 @@ def main(argv: list[str]) -> int:
     with connection(server, args.dbname) as conn:
         space = space_id(conn)
         added = add_edge_lane(conn, target, space)
+        archive_added = add_archive_lane(conn, target, space)
         ensure_agents(conn)
         create_hybrids(conn, space, DIMENSION)
         questions = build_questions(conn, Corpus(args.records, args.seed))
@@ -361,8 +399,8 @@ def main(argv: list[str]) -> int:
     beside_figures = (
         run_beside(args, questions, target, beside) | previous if beside is not None and previous is not None else None
     )
-    say("another lane's edges: agents reading lane ops, under page_filter and strict")
-    lanes = run_lanes(server, args, questions)
+    say("another lane's edges, records and windows: agents reading lane ops, under page_filter and strict")
+    lanes, other_lane = run_lanes(server, args, questions)
     say(f"fresh connections: {args.fresh_connections} per question ({', '.join(FRESH_KINDS)})")
     fresh = {
         q.kind: fresh_connections(
@@ -399,10 +437,12 @@ def main(argv: list[str]) -> int:
         "load": load,
         "corpus_reused": reused,
         "edge_lane_added": added,
+        "archive_lane_added": archive_added,
         "beside": beside_figures,
         "questions": [vars(q) | {"vector": "(near a cluster centre)"} for q in questions],
         "latency": timings["summaries"],
         "lanes": lanes,
+        "other_lane_records": other_lane,
         "round_trip_select_1": timings["round_trip_select_1"],
         "fresh_connection": fresh,
         "throughput": concurrency,
@@ -415,6 +455,8 @@ def main(argv: list[str]) -> int:
     say(tables(timings["summaries"]))
     say("")
     say(lane_lines(lanes))
+    say("")
+    say(archive_lines(other_lane))
     say("")
     if beside_figures is not None:
         say(beside_lines(beside_figures, load))
