@@ -309,7 +309,8 @@ begin
             using errcode = '22023', hint = 'Split the load into batches.';
     end if;
 
-    parsed := array(select p from emem._read_items(items, writable) as p order by p.item_number);
+    -- In any order: every statement below reads an item by its number.
+    parsed := array(select p from emem._read_items(items, writable) as p);
     select f.n, f.reason into problem
     from (select p.item_number as n, p.problem as reason, 1 as rank
           from pg_catalog.unnest(parsed) as p
@@ -421,13 +422,17 @@ begin
         where v.space_id = space.space_id and v.record_id = any (pg_catalog.array_remove(new_ids, null))
           and v.record_id <> all (created_ids);
     end if;
-    perform emem._queue_new_records(q.record_ids, q.lanes, q.with_vectors, space.space_id)
-    from (select pg_catalog.array_agg(c.record_id) as record_ids, pg_catalog.array_agg(p.lane) as lanes,
-                 pg_catalog.array_agg(v.vector is not null) as with_vectors
-          from pg_catalog.unnest(parsed) as p
-          join pg_catalog.unnest(created_ids) as c(record_id) on c.record_id = new_ids[p.item_number]
-          left join pg_catalog.unnest(vectors) with ordinality as v(vector, n) on v.n = p.item_number) as q
-    where q.record_ids is not null;
+    -- Nothing to queue when every record came with a vector and its space is the only one.
+    if dimension is null or exists (select from pg_catalog.unnest(vectors) as v (vector) where v.vector is null)
+       or exists (select from emem.embedding_spaces as s where s.space_id <> space.space_id) then
+        perform emem._queue_new_records(q.record_ids, q.lanes, q.with_vectors, space.space_id)
+        from (select pg_catalog.array_agg(c.record_id) as record_ids, pg_catalog.array_agg(p.lane) as lanes,
+                     pg_catalog.array_agg(v.vector is not null) as with_vectors
+              from pg_catalog.unnest(parsed) as p
+              join pg_catalog.unnest(created_ids) as c(record_id) on c.record_id = new_ids[p.item_number]
+              left join pg_catalog.unnest(vectors) with ordinality as v(vector, n) on v.n = p.item_number) as q
+        where q.record_ids is not null;
+    end if;
 
     -- A key a concurrent writer stored meanwhile: that writer's record.
     if pg_catalog.cardinality(created_ids) < pg_catalog.cardinality(pg_catalog.array_remove(new_ids, null)) then
