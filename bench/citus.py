@@ -13,14 +13,17 @@ query on every shard) beside the same statements on one node.
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 import psycopg
+from corpus import Corpus
 from db import Params, Server, connection, scalar, timed
 from measure import Cell, latency, percentiles
 from profiling import VECTOR_LITERAL, nested_statements
@@ -170,4 +173,51 @@ def statements_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "statements": len(rows),
         "executor_ms": round(sum(float(row["ms"]) for row in rows), 3),
         "dearest": rows[:SHOWN_STATEMENTS],
+    }
+
+
+# ---- where put_records's time goes ----------------------------------------------------------
+
+SHOWN_FUNCTIONS = 6
+
+
+def batch_payload(corpus: Corpus, size: int) -> str:
+    """`size` records of another corpus as one put_records batch, their threads renamed so that
+    they meet none of the stored corpus's."""
+    records = list(islice((record for unit in corpus.units() for record in unit.records), size))
+    items = [
+        record.item(vector)
+        for record, vector in zip(records, corpus.vectors([r.cluster for r in records]), strict=True)
+    ]
+    for item in items:
+        if "thread_id" in item:
+            item["thread_id"] = f"batch-{item['thread_id']}"
+    return json.dumps(items)
+
+
+def put_records_functions(conn: psycopg.Connection, payload: str, space: int) -> dict[str, Any]:
+    """One put_records batch in a transaction rolled back (after a first one, also rolled back),
+    with track_functions = 'all': its wall ms, and the functions it called by their own time
+    (pg_stat_xact_user_functions). With track_functions = 'all' no SQL function is inlined, so
+    the batch takes longer than in the load; the PL/pgSQL functions' counts and times stand."""
+    query = "select count(*) from emem.put_records(%s::jsonb, %s)"
+    conn.execute("set track_functions = 'all'")
+    try:
+        with conn.transaction(force_rollback=True):
+            conn.execute(query, (payload, space))
+        with conn.transaction(force_rollback=True):
+            milliseconds, _ = timed(conn, query, (payload, space))
+            rows = conn.execute(
+                """select funcname, calls, total_time, self_time from pg_stat_xact_user_functions
+                   where funcname <> 'put_records' order by self_time desc limit %s""",
+                (SHOWN_FUNCTIONS,),
+            ).fetchall()
+    finally:
+        conn.execute("reset track_functions")
+    return {
+        "batch_ms": round(milliseconds, 1),
+        "functions": [
+            {"function": name, "calls": calls, "total_ms": round(total, 1), "self_ms": round(own, 1)}
+            for name, calls, total, own in rows
+        ],
     }

@@ -17,10 +17,12 @@ from typing import Any
 from beside import beside_cells, beside_lines, compare, exact_vector_pages, same_corpus
 from citus import (
     Cluster,
+    batch_payload,
     dearest_statements,
     exact_on_workers,
     parse_server,
     placements,
+    put_records_functions,
     statement_costs,
     statements_summary,
     workers_of,
@@ -106,7 +108,16 @@ def where_time_goes(
                     for side, conn in sides.items()
                 }
         costs = statement_costs(sides, 20 if args.quick else 100)
-    return {"profiles": profiles, "statements": statements, "worst_cells": worst, "statement_costs": costs}
+        say(f"  one put_records batch of {args.batch_size} records on each, rolled back")
+        payload = batch_payload(Corpus(args.batch_size, args.seed + 1), args.batch_size)
+        writes = {side: put_records_functions(conn, payload, space_id(conn)) for side, conn in sides.items()}
+    return {
+        "profiles": profiles,
+        "statements": statements,
+        "worst_cells": worst,
+        "statement_costs": costs,
+        "put_records": writes,
+    }
 
 
 def lookup_ms(profile: dict[str, Any], name: str) -> float | None:
@@ -139,6 +150,11 @@ def where_lines(found: dict[str, Any], cells: dict[str, Any]) -> str:
         lines.append(f"dearest statements on the cluster, {key} (executor ms, lookup, text):")
         for statement in found["statements"][key][CITUS]["dearest"]:
             lines.append(f"  {statement['ms']:>7.1f}  {statement['lookup']:<15} {statement['query']}")
+    for side, batch in found["put_records"].items():
+        functions = ", ".join(f"{f['function']} {f['calls']} calls {f['self_ms']:.0f} ms" for f in batch["functions"])
+        lines.append(
+            f"put_records batch on {side}, track_functions = all: {batch['batch_ms']:.0f} ms; by own time: {functions}"
+        )
     lines.append(f"one statement, p50 ms ({CITUS} / {ONE}, ratio):")
     for name, sides in found["statement_costs"].items():
         cluster_ms, one_ms = sides[CITUS]["p50"], sides[ONE]["p50"]
