@@ -23,9 +23,10 @@ from typing import Any
 
 import numpy as np
 import psycopg
+from citus import Cluster, create_cluster_database, distribute
 from corpus import DIMENSION, LANES, Corpus, Unit, windows
 from db import Server, connection, emem_version, one_row, scalar, vacuum_analyze_emem, vector_text
-from writes import EDGE_BATCH, EdgeRow, Writes, require_derived_rows, writes_for
+from writes import CITUS_WRITES, EDGE_BATCH, EdgeRow, Writes, require_derived_rows, writes_for
 
 MODEL_NAME = "bench-synthetic"
 PUT_WINDOW_SAMPLE = 200
@@ -94,10 +95,11 @@ class Target:
     records: int
     seed: int
     release: str | None = None  # None: the release installed by default
+    cluster: Cluster | None = None  # a Citus cluster, whose coordinator is `server`
 
     @property
     def writes(self) -> Writes:
-        return writes_for(self.release)
+        return CITUS_WRITES if self.cluster is not None else writes_for(self.release)
 
 
 # ---- the database ---------------------------------------------------------------------------
@@ -141,22 +143,29 @@ def update_extension(target: Target, script_md5: str | None) -> str | None:
         return str(installed)
 
 
-def create_database(target: Target) -> None:
-    with connection(target.server, "postgres") as admin:
-        admin.execute(
-            psycopg.sql.SQL("drop database if exists {} with (force)").format(psycopg.sql.Identifier(target.dbname))
-        )
-        admin.execute(psycopg.sql.SQL("create database {}").format(psycopg.sql.Identifier(target.dbname)))
+def create_database(target: Target) -> Any:
+    """The database with emem, its lanes and space, and bench.corpus; on a cluster what
+    emem.distribute() did (called before anything is written), else None."""
+    if target.cluster is not None:
+        create_cluster_database(target.server, target.cluster, target.dbname)
+    else:
+        with connection(target.server, "postgres") as admin:
+            admin.execute(
+                psycopg.sql.SQL("drop database if exists {} with (force)").format(psycopg.sql.Identifier(target.dbname))
+            )
+            admin.execute(psycopg.sql.SQL("create database {}").format(psycopg.sql.Identifier(target.dbname)))
     with connection(target.server, target.dbname) as conn:
         conn.execute("set client_min_messages = warning")
         release = psycopg.sql.SQL("version {}").format(target.release) if target.release else psycopg.sql.SQL("")
         conn.execute(psycopg.sql.SQL("create extension emem {} cascade").format(release))
+        distributed = distribute(conn, target.cluster) if target.cluster is not None else None
         for lane in LANES:
             conn.execute("select emem.create_lane(%s)", (lane,))
         conn.execute("select emem.create_embedding_space(%s, %s, activate => true)", (MODEL_NAME, DIMENSION))
         conn.execute("create schema bench")
         conn.execute("""create table bench.corpus (
             records integer, seed integer, load jsonb, completed_at timestamptz)""")
+    return distributed
 
 
 def space_id(conn: psycopg.Connection) -> int:
@@ -291,10 +300,22 @@ class Loader:
         self.report.bulk_windows_seconds += time.perf_counter() - started
 
 
-def rebuild_indexes(conn: psycopg.Connection, definitions: dict[str, str], report: LoadReport) -> None:
+def rebuild_indexes(
+    conn: psycopg.Connection, definitions: dict[str, str], report: LoadReport, on_cluster: bool
+) -> None:
+    """Each index built again; on a cluster with the build's maintenance_work_mem on the shards too
+    (SET LOCAL, which Citus sends to the transaction's shard connections)."""
     for name, definition in sorted(definitions.items()):
         started = time.perf_counter()
-        conn.execute(definition)
+        with conn.transaction():
+            if on_cluster:
+                conn.execute("set local citus.propagate_set_commands = 'local'")
+                conn.execute(
+                    psycopg.sql.SQL("set local maintenance_work_mem = {}").format(
+                        psycopg.sql.Literal(report.maintenance_work_mem)
+                    )
+                )
+            conn.execute(definition)
         report.index_build_seconds[name] = round(time.perf_counter() - started, 2)
 
 
@@ -308,7 +329,7 @@ def build(
     target: Target, batch_size: int, with_indexes: bool, maintenance_work_mem: str, script_md5: str | None
 ) -> dict[str, Any]:
     """Creates the database and loads the corpus; returns the load report (also stored in bench.corpus)."""
-    create_database(target)
+    distributed = create_database(target)
     with connection(target.server, target.dbname) as conn:
         space = space_id(conn)
         definitions = hnsw_indexes(conn, space)
@@ -321,10 +342,15 @@ def build(
         report.maintenance_work_mem = maintenance_work_mem
         conn.execute("select set_config('maintenance_work_mem', %s, false)", (maintenance_work_mem,))
         if not with_indexes:
-            rebuild_indexes(conn, definitions, report)
+            rebuild_indexes(conn, definitions, report, target.cluster is not None)
         vacuum_analyze(conn, report)
         report.derived_problems = require_derived_rows(conn, target.writes)
         summary = report.summary() | {"extension_script_md5": script_md5}
+        if target.cluster is not None:
+            summary["citus"] = {
+                "workers": [f"{w.host}:{w.port}" for w in target.cluster.workers],
+                "distributed": distributed,
+            }
         conn.execute(
             "insert into bench.corpus values (%s, %s, %s, now())", (target.records, target.seed, json.dumps(summary))
         )

@@ -126,10 +126,11 @@ def short_plan(plan: dict[str, Any]) -> str:
 
 
 def statement_parts(
-    conn: psycopg.Connection, query: str, params: Params, repetitions: int
+    conn: psycopg.Connection, query: str, params: Params, repetitions: int, analyze: bool = True
 ) -> dict[str, dict[str, Any]]:
     """Per part of find: median executor ms over `repetitions` runs, and rows and plans of one
-    run with analyze."""
+    run with analyze (unless `analyze` is false: on a Citus coordinator auto_explain's analyze
+    fails the find, citus_bench.py)."""
     samples: dict[str, list[float]] = {}
     for _ in range(repetitions):
         totals: dict[str, float] = {}
@@ -141,7 +142,7 @@ def statement_parts(
         name: {"sql_ms": round(statistics.median(times), 3), "rows": 0, "statements": 0, "plans": []}
         for name, times in samples.items()
     }
-    for statement in nested_statements(conn, query, params, analyze=True):
+    for statement in nested_statements(conn, query, params, analyze=True) if analyze else []:
         part = parts.setdefault(statement.lookup, {"sql_ms": None, "rows": 0, "statements": 0, "plans": []})
         part["rows"] += plan_rows(statement.plan)
         part["statements"] += 1
@@ -153,13 +154,18 @@ def statement_parts(
 
 
 def profile_question(
-    conn: psycopg.Connection, question: Question, with_vector: bool, page_size: int, repetitions: int
+    conn: psycopg.Connection,
+    question: Question,
+    with_vector: bool,
+    page_size: int,
+    repetitions: int,
+    analyze: bool = True,
 ) -> dict[str, Any]:
     lookups = explain_lookups(conn, question, with_vector, repetitions)
     query = "select emem.e_gather_find_envelope(%s, %s::vector, 1, %s)"
     params = (question.text, question.vector if with_vector else None, page_size)
     timed(conn, query, params)  # warm
-    for name, part in statement_parts(conn, query, params, repetitions).items():
+    for name, part in statement_parts(conn, query, params, repetitions, analyze).items():
         entry = lookups.setdefault(name, {})
         entry.update(part)
         if "in_plpython_ms" in entry and part["sql_ms"] is not None:

@@ -4,6 +4,7 @@ two-way hybrid (full text + pgvector, reciprocal rank fusion), on one synthetic 
     python3 bench/run.py                        # 100k records (builds emem_bench_100000 once)
     python3 bench/run.py --records 10000 --quick  # smoke run, under two minutes
     make bench BENCH_ARGS="--records 1000000"
+    python3 bench/run.py --citus 127.0.0.1:5470  # a Citus cluster beside one node (citus_bench.py)
 
 Prints the tables and writes every figure to bench/results/<timestamp>-<records>.json.
 Not a test: nothing here fails on a slow figure.
@@ -94,6 +95,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="also build (or reuse) the corpus with this previous release in database <dbname>_<release> and"
         " time both releases' finds in the same rounds, comparing their pages",
     )
+    parser.add_argument(
+        "--citus",
+        metavar="HOST:PORT",
+        help="a Citus cluster's coordinator: build the corpus there too (database emem_bench_citus_<records>,"
+        " distributed before the load) and time its finds beside one node's in the same rounds, instead of"
+        " the one-node run",
+    )
+    parser.add_argument("--citus-shards", type=int, help="emem.distribute(shard_count) (default citus.shard_count)")
     args = parser.parse_args(argv)
     args.repetitions = args.repetitions or (8 if args.quick else 40)
     args.fresh_connections = args.fresh_connections or (3 if args.quick else 10)
@@ -150,7 +159,15 @@ def load_lines(load: dict[str, Any]) -> str:
             f"vacuum analyze {load['vacuum_analyze_seconds']:.1f} s; whole load {load['total_seconds']:.0f} s "
             f"(client-side generation {load['generation_seconds']:.0f} s); load average"
             f" {' -> '.join(map(str, load.get('load_average_1m', [])))}; emem.check_derived(): "
-            + ("empty" if derived == 0 else "not in this release" if derived is None else f"{derived} problems"),
+            + (
+                "empty"
+                if derived == 0
+                else "refused on a cluster"
+                if "citus" in load
+                else "not in this release"
+                if derived is None
+                else f"{derived} problems"
+            ),
         ]
     )
 
@@ -279,10 +296,17 @@ def prepare_previous(args: argparse.Namespace, beside: Target) -> dict[str, Any]
 def add_edge_lane(conn: psycopg.Connection, target: Target, space: int) -> dict[str, Any] | None:
     added = ensure_edge_lane(conn, Corpus(target.records, target.seed), space, target.writes)
     if added is not None:
+        derived = (
+            "empty"
+            if added["derived_problems"] == 0
+            else "refused on a cluster"
+            if target.cluster
+            else "not in this release"
+        )
         say(
             f"added lane {added['lane']} to {target.dbname}: {added['records']} records, {added['edges']} edges"
             f" by {added['edges_by']} at {added['edges_per_second']}/s ({added['seconds']} s);"
-            f" emem.check_derived(): {'not in this release' if added['derived_problems'] is None else 'empty'}"
+            f" emem.check_derived(): {derived}"
         )
     return added
 
@@ -364,6 +388,10 @@ def profile_lines(profile: dict[str, dict[str, Any]]) -> str:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    if args.citus:
+        from citus_bench import main_citus
+
+        return main_citus(args, "python3 bench/run.py " + shlex.join(argv))
     started = time.perf_counter()
     server = Server()
     target = Target(server, args.dbname, args.records, args.seed)
@@ -489,10 +517,10 @@ def git_head() -> str | None:
         return None
 
 
-def write_result(result: dict[str, Any]) -> Path:
+def write_result(result: dict[str, Any], suffix: str = "") -> Path:
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = RESULTS / f"{stamp}-{result['records']}.json"
+    path = RESULTS / f"{stamp}-{result['records']}{suffix}.json"
     path.write_text(json.dumps(result, indent=1, default=str))
     return path
 

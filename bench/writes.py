@@ -76,6 +76,15 @@ class Writes021(Writes):
         return None
 
 
+class CitusWrites(Writes):
+    """The installed release on a Citus cluster: the same writes, through the coordinator. emem.check_derived()
+    refuses a cluster (it runs on one node only): the cluster's corpus is compared with one node's instead."""
+
+    def derived_problems(self, conn: psycopg.Connection) -> tuple[int, list[tuple[Any, ...]]] | None:
+        return None
+
+
+CITUS_WRITES = CitusWrites()
 # The releases a run can measure beside the installed one (their modules install beside its own).
 PREVIOUS = {writes.release: writes for writes in (Writes021(),)}
 
