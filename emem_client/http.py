@@ -138,7 +138,7 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         declared = _header(scope, b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+        if declared is not None and (not (declared.isascii() and declared.isdigit()) or int(declared) > self.max_bytes):
             await error_response(ServiceError("too_large", self.detail))(scope, receive, send)
             return
         received = 0

@@ -28,9 +28,17 @@ class SettingError(ValueError):
     pass
 
 
+def _ascii_integer(value: str) -> int | None:
+    """The value as an integer when it is one in ASCII digits, else None (str.isdigit also takes
+    digits such as '¹', which int() refuses)."""
+    text = value.strip()
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
 def _candidate_count(name: str) -> Callable[[str], None]:
     def check(value: str) -> None:
-        if not value.strip().isdigit() or not 1 <= int(value) <= MAX_CANDIDATES:
+        count = _ascii_integer(value)
+        if count is None or not 1 <= count <= MAX_CANDIDATES:
             raise SettingError(f"{name} = {value!r} is out of range; accepted: an integer from 1 to {MAX_CANDIDATES}")
 
     return check
@@ -44,7 +52,8 @@ def _profile(value: str) -> None:
 
 
 def _totals_bound(value: str) -> None:
-    if not value.strip().isdigit() or not 0 <= int(value) <= MAX_TOTALS_BOUND:
+    bound = _ascii_integer(value)
+    if bound is None or not 0 <= bound <= MAX_TOTALS_BOUND:
         raise SettingError(
             f"emem.exact_totals_up_to = {value!r} is out of range; accepted: an integer from 0 (totals always"
             f" exact) to {MAX_TOTALS_BOUND}"

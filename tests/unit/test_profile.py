@@ -4,7 +4,7 @@ import psycopg
 import pytest
 
 from emem_db.profile import ProfileError, parse_profile
-from emem_db.settings import find_settings, lane_isolation_mode
+from emem_db.settings import SettingError, check_setting, find_settings, lane_isolation_mode
 
 ACCEPTED = r"must be a number from 0\.000001 to 1000000"
 
@@ -33,3 +33,13 @@ def test_lane_isolation_is_named_for_what_it_does_and_takes_its_old_name() -> No
     assert not find_settings({"emem.lane_isolation": "seed"}).strict
     assert not find_settings({}).strict
     assert find_settings({"emem.lane_isolation": "strict"}).strict
+
+
+@pytest.mark.parametrize(
+    "name", ["emem.record_vector_candidates", "emem.window_vector_candidates", "emem.exact_totals_up_to"]
+)
+@pytest.mark.parametrize("value", ["¹", "٣", "1²", "-1", "1.5", ""])
+def test_a_count_must_be_written_in_ascii_digits(name: str, value: str) -> None:
+    """str.isdigit takes '¹', which int() refuses: the check must refuse it with its message."""
+    with pytest.raises(SettingError, match="out of range; accepted: an integer"):
+        check_setting(name, value)
