@@ -14,7 +14,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from beside import beside_cells, beside_lines, compare, exact_vector_pages, same_corpus
+from beside import beside_cells, beside_lines, exact_vector_pages
 from citus import (
     Cluster,
     batch_payload,
@@ -30,11 +30,10 @@ from citus import (
 from corpus import Corpus
 from db import Server, connection, emem_version, install_script_md5, modules_md5
 from load import Target, space_id
-from measure import latency
 from profiling import profile_question
 from questions import Question, build_questions
 from report import fmt, machine, machine_line, ratio
-from run import FIND_ENVELOPE, LOOKUPS, MODES, add_edge_lane, corpus_ready, git_head, say, write_result
+from run import FIND_ENVELOPE, LOOKUPS, MODES, add_edge_lane, corpus_ready, git_head, say, timed_pair, write_result
 from run import load_lines as one_load_lines
 
 CITUS, ONE = "citus", "one"  # the two sides' names in the tables
@@ -60,13 +59,7 @@ def timed_beside(args: argparse.Namespace, questions: list[Question], one: Targe
     """Both sides' pages in the same shuffled rounds; then once more with exact vector lookups."""
     assert cluster.cluster is not None
     with connection(cluster.server, cluster.dbname) as on_cluster, connection(one.server, one.dbname) as on_one:
-        corpus = same_corpus(on_cluster, on_one)
-        if not all(table["same"] for table in corpus.values()):
-            say(f"warning: {cluster.dbname} and {one.dbname} do not hold the same corpus: {corpus}")
-        cells = beside_cells({CITUS: on_cluster, ONE: on_one}, questions, MODES, FIND_ENVELOPE, args.page_size)
-        say(f"citus beside one node: {len(cells)} cells x {args.repetitions} rounds")
-        latency(cells, args.repetitions, progress=say)
-        figures = compare(cells, CITUS, ONE)
+        corpus, figures = timed_pair({CITUS: on_cluster, ONE: on_one}, questions, args, "citus beside one node")
         say("citus beside one node: the pages again with exact vector lookups (index scans off on every node)")
         with exact_on_workers(cluster.server, cluster.cluster, cluster.dbname) as exact_cluster:
             exact = exact_vector_pages(

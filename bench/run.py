@@ -254,18 +254,27 @@ def run_lanes(
     return lane_summary(edge_cells), archive_summary(records_cells)
 
 
+def timed_pair(
+    sides: dict[str, psycopg.Connection], questions: list[Question], args: argparse.Namespace, label: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two databases' pages of the same questions timed in the same shuffled rounds (beside.py):
+    whether they hold the same corpus, and the figures compared (the first side against the second)."""
+    (first_name, first), (second_name, second) = sides.items()
+    corpus = same_corpus(first, second)
+    if not all(table["same"] for table in corpus.values()):
+        say(f"warning: {first_name} and {second_name} do not hold the same corpus: {corpus}")
+    cells = beside_cells(sides, questions, MODES, FIND_ENVELOPE, args.page_size)
+    say(f"{label}: {len(cells)} cells x {args.repetitions} rounds")
+    latency(cells, args.repetitions, progress=say)
+    return corpus, compare(cells, first_name, second_name)
+
+
 def run_beside(args: argparse.Namespace, questions: list[Question], target: Target, beside: Target) -> dict[str, Any]:
     """Both releases' pages timed in the same shuffled rounds (beside.py), on the same questions."""
     release = beside.release or ""
     with connection(target.server, target.dbname) as this, connection(beside.server, beside.dbname) as previous:
         this_release = emem_version(this)
-        corpus = same_corpus(this, previous)
-        if not all(table["same"] for table in corpus.values()):
-            say(f"warning: {target.dbname} and {beside.dbname} do not hold the same corpus: {corpus}")
-        cells = beside_cells({this_release: this, release: previous}, questions, MODES, FIND_ENVELOPE, args.page_size)
-        say(f"beside {release}: {len(cells)} cells x {args.repetitions} rounds")
-        latency(cells, args.repetitions, progress=say)
-        figures = compare(cells, this_release, release)
+        corpus, figures = timed_pair({this_release: this, release: previous}, questions, args, f"beside {release}")
         say(f"beside {release}: the pages again with exact vector lookups")
         exact = exact_vector_pages(
             beside_cells({this_release: this, release: previous}, questions, MODES, FIND_ENVELOPE, args.page_size),
