@@ -163,11 +163,11 @@ comment on function emem._check_vector(public.vector, emem.embedding_spaces, tex
 -- is) and its values as text, before any cast: the batch's JSON is walked once, here, and the
 -- statements that check and write the batch read these rows. The cheap checks of shape and size
 -- are made here; the values that need a cast (occurred_at, a vector) are parsed afterwards.
-create function emem._read_items(items jsonb, writable text[]) returns setof emem._record_item
+create function emem._read_items(items jsonb, writable text[]) returns table (item emem._record_item, vector text)
 language sql stable
 set search_path = pg_catalog, pg_temp
 as $$
-    select i.n::integer, case
+    select row(i.n::integer, case
         when pg_catalog.jsonb_typeof(item) <> 'object' then 'is not a JSON object'
         when item operator(pg_catalog.-) array['kind', 'content', 'lane', 'tags', 'authority', 'occurred_at',
                 'thread_id', 'thread_position', 'metadata', 'source_key', 'vector'] <> '{}'
@@ -220,7 +220,8 @@ as $$
             then 'vector must be an array of numbers, or pgvector''s text of one such as "[0.1,0.2,...]"'
         end,
         item->>'kind', item->>'content', item->>'lane', item->'tags', item->>'authority', item->>'occurred_at',
-        item->>'thread_id', item->>'thread_position', item->'metadata', item->>'source_key', v.vector_text
+        item->>'thread_id', item->>'thread_position', item->'metadata', item->>'source_key')::emem._record_item,
+        v.vector_text
     from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
     -- A vector as pgvector's text: the string as given (the fast form for bulk loads), or the array's text.
     cross join lateral (select pg_catalog.jsonb_typeof(item->'vector') as vector_type) as t
@@ -229,7 +230,7 @@ as $$
                                t.vector_type) as v
 $$;
 comment on function emem._read_items(jsonb, text[]) is
-  'The items of emem.put_records as rows of text, each with what is wrong with it (shape, sizes, lane) or NULL.';
+  'The items of emem.put_records as rows of text, each with what is wrong with it (shape, sizes, lane) or NULL, and its vector as text apart.';
 
 -- A value that needs a cast to be checked: the first item whose value does not cast, with why.
 create function emem._first_uncastable(item_values text[], as_type text) returns record
@@ -286,6 +287,7 @@ declare
     item_count integer;
     writable text[] := emem._lanes_of(emem._acting_role(), true);
     parsed emem._record_item[];
+    vector_texts text[];
     times timestamptz[];
     vectors public.vector[];
     stored_ids bigint[];
@@ -309,8 +311,10 @@ begin
             using errcode = '22023', hint = 'Split the load into batches.';
     end if;
 
-    -- In any order: every statement below reads an item by its number.
-    parsed := array(select p from emem._read_items(items, writable) as p);
+    select pg_catalog.array_agg(r.item order by (r.item).item_number),
+           pg_catalog.array_agg(r.vector order by (r.item).item_number)
+    into parsed, vector_texts
+    from emem._read_items(items, writable) as r;
     select f.n, f.reason into problem
     from (select p.item_number as n, p.problem as reason, 1 as rank
           from pg_catalog.unnest(parsed) as p
@@ -327,7 +331,7 @@ begin
         raise exception 'item %: %', problem.n, problem.reason
             using errcode = case when problem.reason like 'lane % is not a lane%' then '42501' else '22023' end;
     end if;
-    if exists (select from pg_catalog.unnest(parsed) as p where p.vector is not null) then
+    if exists (select from pg_catalog.unnest(vector_texts) as v (vector) where v.vector is not null) then
         space := emem._resolve_space(space_id);
         dimension := space.dimension;
     end if;
@@ -345,10 +349,9 @@ begin
     end;
     if dimension is not null then
         begin
-            vectors := array(select p.vector::public.vector from pg_catalog.unnest(parsed) as p order by p.item_number);
+            vectors := vector_texts::public.vector[];
         exception when others then
-            problem := emem._first_uncastable(array(select p.vector from pg_catalog.unnest(parsed) as p
-                                                    order by p.item_number), 'public.vector');
+            problem := emem._first_uncastable(vector_texts, 'public.vector');
             raise exception 'item %: vector is not a vector of numbers (%)', problem.n, problem.reason
                 using errcode = '22023',
                       hint = pg_catalog.format('Send %s finite numbers, as an array or as pgvector''s text "[0.1,...]".',

@@ -117,8 +117,8 @@ alter function emem._has_thread(emem.record_kind) reset search_path;
 
 create type emem._record_item as (
     item_number integer, problem text, kind text, content text, lane text, tags jsonb, authority text,
-    occurred_at text, thread_id text, thread_position text, metadata jsonb, source_key text, vector text);
-comment on type emem._record_item is 'One item of emem.put_records as read from its JSON, before any cast.';
+    occurred_at text, thread_id text, thread_position text, metadata jsonb, source_key text);
+comment on type emem._record_item is 'One item of emem.put_records as read from its JSON, before any cast (its vector apart).';
 
 -- ---- ids: every sequence past every id an earlier release let in -------------------------------------------
 select pg_catalog.setval('emem.records_record_id_seq',
