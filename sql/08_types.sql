@@ -10,10 +10,11 @@ comment on type emem.record_kind is
   'What a record is: a note, one turn of a conversation, one chunk of a file, or an entity.';
 
 -- Conversation turns and file chunks belong to a thread (the conversation or file) at a position.
--- No SET clause, so that it is inlined into the records' check (run for every row written); every
--- name in it is qualified.
+-- Neither a SET clause nor STRICT, so that it is inlined into the records' check (run for every
+-- row written): PostgreSQL inlines no strict function whose body compares with = ANY, and a NULL
+-- kind gives NULL either way. Every name in it is qualified.
 create function emem._has_thread(kind emem.record_kind) returns boolean
-language sql immutable strict parallel safe
+language sql immutable parallel safe
 as $$ select kind operator(pg_catalog.=) any (array['conversation', 'file']::emem.record_kind[]) $$;
 comment on function emem._has_thread(emem.record_kind) is
   'Whether records of this kind belong to a thread (conversation, file).';

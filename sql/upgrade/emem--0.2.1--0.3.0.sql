@@ -112,8 +112,9 @@ create index embedding_queue_by_record on emem.embedding_queue (record_id) where
 create type emem._window_run as (
     lane_name text, thread_kind emem.record_kind, thread_id text, first_position integer, last_position integer);
 comment on type emem._window_run is 'A run of consecutive positions of one thread (conversation or file) in a lane.';
--- Kept by the prologue (the records' check needs it): without its SET clause it is inlined there.
-alter function emem._has_thread(emem.record_kind) reset search_path;
+-- Kept by the prologue (the records' check needs it): without its SET clause, and not strict, it
+-- is inlined there.
+alter function emem._has_thread(emem.record_kind) called on null input reset search_path;
 
 create type emem._record_item as (
     item_number integer, problem text, kind text, content text, lane text, tags jsonb, authority text,
