@@ -32,17 +32,19 @@ TAGS = [
 
 
 def labels(db: psycopg.Connection, make_role: MakeRole) -> dict[str, int]:
-    """One record per tag (its content says nothing of the tag), and an edge whose relation and
-    property are compound words."""
+    """One record per tag (its content says nothing of the tag), an edge whose relation and
+    property are compound words, and a call note linked `about` a client."""
     db.execute("select emem.create_lane('l')")
     items = [{"content": f"record {n}", "tags": [tag]} for n, tag in enumerate(TAGS)]
-    items += [{"kind": "entity", "content": name} for name in ("Ola", "Apollo")]
+    items += [{"kind": "entity", "content": name} for name in ("Ola", "Apollo", "Kestrel")]
+    items += [{"content": "Call with the client: they want a second site."}]
     ids = put(db, items, lane="l")
-    by_label = dict(zip([*TAGS, "person", "project"], ids, strict=True))
+    by_label = dict(zip([*TAGS, "person", "project", "client", "call"], ids, strict=True))
     db.execute(
         "select emem.link_records(%s, %s, 'release_captain', %s)",
         (by_label["person"], by_label["project"], json.dumps({"since": "w12-2024", "team": "red-pine"})),
     )
+    db.execute("select emem.link_records(%s, %s, 'about')", (by_label["call"], by_label["client"]))
     return by_label
 
 
@@ -119,6 +121,21 @@ def test_a_tag_of_stop_words_is_stored_with_its_words(tagged: dict[str, int], db
         db.execute("select tag, tag_terms from emem.tag_vocabulary where tag in ('won', 'to do')").fetchall()
     )
     assert terms == {"won": ["won"], "to do": ["do", "to"]}
+
+
+@LABELS
+@pytest.mark.parametrize("profile", ["tags", "tags_by_terms"])
+def test_a_questions_stop_words_match_a_tag_of_stop_words_never_a_relation(
+    tagged: dict[str, int], db: psycopg.Connection, profile: str
+) -> None:
+    """`won` is a tag made of a stop word, and a question asking for it matches it; `about` is a
+    relation, and a question's "about" is grammar: it brings no edge of that name (every call note
+    linked `about` a client would crowd the page)."""
+    assert found(db, "Which deals have we won?", profile) == {tagged["won"]}
+    assert found(db, "What do we know about them?", profile) == set()
+    assert found(db, "Which calls were about a second site?", profile) == set()
+    linked_by_a_word = scalar(db, "select count(*) from emem.edge_labels where label = 'about'")
+    assert linked_by_a_word == 2  # the edge's label is stored (both ends), only not matched by stop words
 
 
 @LABELS
