@@ -14,7 +14,9 @@ that labels match as people write them, and codes still match whole:
   ("Q3 2024" matches the tag `q3-2024`);
 - a word WordNet does not know loses a plural ending (`runbooks`: `runbook`);
 - a label made only of stop words (`won`, `to do`) keeps them, and a question's stop words
-  match it when it is a tag, never when it is an edge's relation name or property value.
+  match it: a tag always, an edge's relation name or property value (`about`, `with`) only where
+  such an edge ends at a record holding a tag the question matches ("about Kestrel": the edges
+  `about` the client tagged `kestrel`; "What do we know about them?": no edge).
 """
 
 import re
@@ -51,9 +53,8 @@ class QuestionAnalysis:
         full text searches each of them whole (never a word of NOT_SEARCHED).
     content_words: every token that is not a stop word nor in NOT_SEARCHED, as typed, with its
         normalised term (full text over all content words searches both).
-    stop_words: the question's stop words, which match only tags made of stop words (`won`, `to
-        do`), never an edge's labels: "about" in a question is grammar, and a relation named
-        `about` would bring every edge of that name.
+    stop_words: the question's stop words, which match only labels made of stop words (edge labels
+        only beside a tag the question matches: lookups.edges.matched_labels).
     """
 
     terms: tuple[str, ...]
@@ -63,14 +64,9 @@ class QuestionAnalysis:
     stop_words: tuple[str, ...] = ()
 
     @property
-    def terms_for_tags(self) -> tuple[str, ...]:
-        """Everything a tag's terms are matched against."""
+    def terms_for_labels(self) -> tuple[str, ...]:
+        """Everything a label's terms are matched against."""
         return self.terms + self.stop_words
-
-    @property
-    def terms_for_edges(self) -> tuple[str, ...]:
-        """Everything an edge's labels (its relation name, its property values) are matched against."""
-        return self.terms
 
 
 def tokens(text: str) -> list[str]:

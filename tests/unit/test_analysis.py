@@ -58,7 +58,7 @@ def test_multi_word_label_has_each_word(analyser: Analyser) -> None:
 def matches(analyser: Analyser, label: str, question: str) -> bool:
     """The SQL test (fragments.labels_within): the label has terms and all are the question's."""
     terms = set(analyser.label_terms(label))
-    return bool(terms) and terms <= set(analyser.analyse(question).terms_for_tags)
+    return bool(terms) and terms <= set(analyser.analyse(question).terms_for_labels)
 
 
 @pytest.mark.parametrize(

@@ -58,9 +58,13 @@ class EdgeMatch:
         return Size.of_union([Size.exactly(len(self.narrow_endpoints)), *self.broad_sizes])
 
 
-def matched_labels(reader: Reader, terms: list[str], namespaced: bool) -> dict[str, frozenset[str]]:
+def matched_labels(reader: Reader, terms: list[str], namespaced: bool, tags: list[str]) -> dict[str, frozenset[str]]:
     """The labels of the vocabulary the question's terms match, with their terms (within lanes:
-    the labels of those lanes' edges)."""
+    the labels of those lanes' edges). A label made of stop words only counts where an edge of it
+    ends at a record holding one of the matched `tags`: a question's "about" or "with" is grammar
+    unless it relates what the question names ("What do we know about Kestrel?": the edges `about`
+    the record tagged `kestrel`), so that a relation named by a stop word does not bring every
+    edge of that name."""
     rows = reader.execute(
         "edges.matched_labels",
         f"""select distinct v.label, v.label_terms from emem.edge_label_vocabulary as v
@@ -69,13 +73,33 @@ def matched_labels(reader: Reader, terms: list[str], namespaced: bool) -> dict[s
         ["text[]"],
         [terms],
     )
-    return {row["label"]: frozenset(row["label_terms"]) for row in rows}
+    labels = {row["label"]: frozenset(row["label_terms"]) for row in rows}
+    stop_words = frozenset(reader.request.analysis.stop_words)
+    grammar = sorted(label for label, held in labels.items() if held <= stop_words)
+    if not grammar:
+        return labels
+    named = labels_at_tagged(reader, grammar, tags) if tags else set()
+    return {label: held for label, held in labels.items() if label in named or label not in grammar}
 
 
-def edge_match(reader: Reader, terms: list[str], namespaced: bool) -> EdgeMatch:
-    """The matched labels, and each term's ends counted up to probed_limit + 1 (a term whose labels
-    end no record any more is not matched)."""
-    labels = matched_labels(reader, terms, namespaced)
+def labels_at_tagged(reader: Reader, labels: list[str], tags: list[str]) -> set[str]:
+    """Which of these labels an edge has that ends at a record holding one of these tags."""
+    rows = reader.execute(
+        "edges.labels_at_tagged",
+        f"""select l.label from pg_catalog.unnest($1::text[]) as l (label)
+            where exists (select 1 from ({fragments.tagged("$2", reader.lanes_sql)}) as t
+                          join emem.edge_labels as el on el.record_id = t.record_id and el.label = l.label
+                          where true{reader.sets.ends_within()})""",
+        ["text[]", "text[]"],
+        [labels, tags],
+    )
+    return {row["label"] for row in rows}
+
+
+def edge_match(reader: Reader, terms: list[str], namespaced: bool, tags: list[str]) -> EdgeMatch:
+    """The matched labels (`tags`: the tags the terms match), and each term's ends counted up to
+    probed_limit + 1 (a term whose labels end no record any more is not matched)."""
+    labels = matched_labels(reader, terms, namespaced, tags)
     holding = {term: sorted(label for label, held in labels.items() if term in held) for term in terms}
     limit = reader.probed_limit
     counted = {term: ends_up_to(reader, held, limit + 1) for term, held in holding.items() if held}

@@ -69,7 +69,7 @@ def tags_by_terms(reader: Reader) -> CandidateList:
 
 
 def tag_candidates(reader: Reader, by_terms: bool) -> CandidateList:
-    terms = list(reader.request.analysis.terms_for_tags)
+    terms = list(reader.request.analysis.terms_for_labels)
     if not terms:
         return planned(FetchedList([]), ListPlan("empty", "the question has no terms to match labels with"))
     match = tag_match(reader, terms, namespaced=not by_terms)
@@ -174,6 +174,12 @@ def tier_score(held: tuple[Part, ...]) -> float | None:
 
 
 def tag_match(reader: Reader, terms: list[str], namespaced: bool) -> TagMatch:
+    tags, counts = matched_tags(reader, terms, namespaced)
+    return TagMatch(tags, counts, edge_match(reader, terms, namespaced, tags))
+
+
+def matched_tags(reader: Reader, terms: list[str], namespaced: bool) -> tuple[list[str], list[int]]:
+    """The tags the question's terms match, largest first, with their counts."""
     row = reader.execute(
         "tags.tag_match",
         f"""
@@ -191,8 +197,7 @@ def tag_match(reader: Reader, terms: list[str], namespaced: bool) -> TagMatch:
         ["text[]"],
         [terms],
     )[0]
-    edge_terms = list(reader.request.analysis.terms_for_edges)
-    return TagMatch(list(row["tags"]), list(row["counts"]), edge_match(reader, edge_terms, namespaced))
+    return list(row["tags"]), list(row["counts"])
 
 
 def exact_tags(reader: Reader, match: TagMatch, terms: list[str], by_terms: bool) -> CandidateList:
@@ -391,9 +396,9 @@ def tag_terms(reader: Reader, tag: str) -> frozenset[str]:
 def visible_members(reader: Reader, record_ids: list[int], lanes: list[str], namespaced: bool) -> set[int]:
     """Which of these records a tag lookup holds for a caller reading only `lanes`: through a
     matched tag, or a matched edge both of whose ends lie in those lanes."""
-    terms = list(reader.request.analysis.terms_for_tags)
+    terms = list(reader.request.analysis.terms_for_labels)
     lanes_sql = quoted_array(reader.plpy, lanes, "text") if lanes else "array[]::text[]"
-    labels = sorted(matched_labels(reader, list(reader.request.analysis.terms_for_edges), namespaced))
+    labels = sorted(matched_labels(reader, terms, namespaced, matched_tags(reader, terms, namespaced)[0]))
     tag_within = fragments.labels_within("v.tag_terms", "$2", "v.namespace_terms" if namespaced else None)
     rows = reader.execute(
         "tags.visible_members",
