@@ -256,13 +256,16 @@ class Gather:
         lists, timings = self.run_lookups(reader)
         reader.phase = "merge"  # the lists read further as the merge reaches them
         started = time.perf_counter()
-        merged = interleave(lists, request.weights, limit=page * page_size, tick=self.state.check_interrupts)
+        heads = exact_heads(lists, reader.tuning.exact_head_limit)
+        merged = interleave(
+            lists, request.weights, limit=page * page_size, tick=self.state.check_interrupts, heads=heads
+        )
         timings["merge"] = round((time.perf_counter() - started) * 1000, 3)
         offset = (page - 1) * page_size
         reader.phase = "totals"
         totals = bounded_totals(reader, lists.values(), request.totals_bound)
         reader.phase = "rows"
-        return PageResult(reader, lists, timings, merged[offset:], offset, totals)
+        return PageResult(reader, lists, timings, merged[offset:], offset, totals, heads)
 
     def rows(self, result: "PageResult", caller: Caller) -> list[dict[str, Any]]:
         """The page's rows the caller may read. A row whose place a lookup gave it only through
@@ -376,6 +379,7 @@ class Gather:
                 "label": BY_NAME[name].label,
                 "candidates": sizes[name].candidates,
                 "candidates_exact": sizes[name].exact,
+                "exact_head": result.heads.get(name, 0),
                 **(
                     {
                         "milliseconds": result.timings[name],
@@ -404,6 +408,13 @@ def statements_of(reader: Reader, phase: str) -> list[dict[str, Any]]:
         for s in reader.log
         if s.phase == phase
     ]
+
+
+def exact_heads(lists: dict[str, CandidateList], head_limit: int) -> dict[str, int]:
+    """How many leading records of each exact_head lookup's list the merge places first: its top
+    score level, when at most head_limit records hold it."""
+    heads = {name: candidates.head_size() for name, candidates in lists.items() if BY_NAME[name].exact_head}
+    return {name: head for name, head in heads.items() if 0 < head <= head_limit}
 
 
 def answer_degraded(request: Request) -> bool:
@@ -438,6 +449,7 @@ class PageResult:
     places: list[Placement]
     offset: int
     totals: Totals
+    heads: dict[str, int]
 
 
 def envelope_json(value: dict[str, Any]) -> str:

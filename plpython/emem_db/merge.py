@@ -1,8 +1,11 @@
 """The merge: each lookup's list, sorted by distance, interleaved by smooth weighted round-robin.
 
-Before each slot, every list that still holds an unplaced record adds its weight to its credit;
-the list with the highest credit (ties: the lookups' fixed order) places its next unplaced
-record and loses the sum of the weights of the lists still running. A record already placed is
+First, in the lookups' tie order, each list places its exact head, if it has one (`heads`: how
+many of its leading candidates, see registry.Lookup.exact_head); the round-robin then resumes
+every list past its head, its credits starting from nothing. Before each slot, every list that
+still holds an unplaced record adds its weight to its credit; the list with the highest credit
+(ties: the lookups' fixed order) places its next unplaced record and loses the sum of the
+weights of the lists still running. A record already placed is
 skipped and uses no slot; an exhausted list leaves the others going in their own proportions.
 """
 
@@ -40,6 +43,7 @@ def interleave(
     weights: Mapping[str, float],
     limit: int | None = None,
     tick: Callable[[], None] | None = None,
+    heads: Mapping[str, int] | None = None,
 ) -> list[Placement]:
     """The merged list (its first `limit` places). `lists` iterates in the tie order; `tick` is
     called every TICK_EVERY places (a long merge lets the server act on a cancel)."""
@@ -48,6 +52,14 @@ def interleave(
     credit = dict.fromkeys(order, 0.0)
     placed_ids: set[int] = set()
     merged: list[Placement] = []
+    for name in order:
+        next_index[name] = head = (heads or {}).get(name, 0)
+        for candidate in (lists[name][index] for index in range(head)):
+            if candidate.record_id not in placed_ids:
+                placed_ids.add(candidate.record_id)
+                merged.append(Placement(candidate.record_id, name, candidate))
+    if limit is not None:
+        del merged[limit:]
     while limit is None or len(merged) < limit:
         running = [name for name in order if _skip_placed(lists[name], next_index, name, placed_ids)]
         if not running:

@@ -27,6 +27,11 @@ class Lookup:
     # For a lookup that reaches records through edges: which of some records it holds for a
     # caller reading only some lanes (an edge carries the secrecy of both its ends).
     visible_members: Callable[[Reader, list[int], list[str]], set[int]] | None = None
+    # Whether the merge places the list's exact head before the round-robin: its leading records
+    # that share its top score, when they are few (Tuning.exact_head_limit). For a list ordered by
+    # what exact lookups match (all of a label's terms, an edge naming the record, a rare code or
+    # name), a narrow top is what the question asks for; weighted slots would cede it to vectors.
+    exact_head: bool = False
 
 
 # The seed's proportions are 40 : 35 : 20 : 5 (record vector : tag or edge property : window :
@@ -45,8 +50,9 @@ LOOKUPS: tuple[Lookup, ...] = (
     Lookup(
         "tags_by_terms", "tags by terms", 35, False, False, tags.tags_by_terms,
         "as tags, ordered by the number of question terms matched first (a record an edge names above"
-        " records matching as many through tags), then by distance",
+        " records matching as many through tags), then by distance; its exact head is placed first",
         functools.partial(tags.visible_members, namespaced=False),
+        exact_head=True,
     ),
     Lookup(
         "window_vectors", "window", 20, True, True, vectors.window_vectors,
@@ -63,7 +69,9 @@ LOOKUPS: tuple[Lookup, ...] = (
     ),
     Lookup(
         "fulltext_by_rarity", "rare terms", 5, False, False, fulltext.fulltext_by_rarity,
-        "as fulltext, ordered by the summed rarity (IDF) of the terms matched first, then by distance",
+        "as fulltext, ordered by the summed rarity (IDF) of the terms matched first, then by distance;"
+        " its exact head is placed first",
+        exact_head=True,
     ),
     Lookup(
         "fulltext_words", "words", 5, False, False, fulltext.fulltext_words,

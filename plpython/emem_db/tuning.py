@@ -39,6 +39,10 @@ class Tuning:
     anchor_frequency: int = 20
     max_anchors: int = 10
     thread_radius: int = 3
+    # A list of an exact_head lookup (registry) whose top score is held by at most this many
+    # records places them first in the merge: a code on 2 records, the deal both a client's name
+    # and `won` name; not a tag of 40 records. Chosen with make eval.
+    exact_head_limit: int = 10
     # Bounded totals: a list the column statistics alone put at this many times the bound passes it
     # (statistics lag behind writes, up to the 10% of a table autovacuum lets change before it
     # analyses again; the margin keeps the lower bound below the true total).

@@ -96,10 +96,35 @@ def test_fulltext_words_searches_words_wordnet_knows_too(db: psycopg.Connection,
 def test_opt_in_component_runs_beside_the_seed_lookups_in_its_weight(
     db: psycopg.Connection, invoices: dict[str, int]
 ) -> None:
+    """Past its exact head (the one invoice all three terms name), in turns with record_vectors."""
     db.execute("set emem.pipeline_profile = 'record_vectors:1, tags_by_terms:1'")
-    found = envelope(db, "zentrix invoice INV-2031", "[0,1,0]", 1, 4)
-    assert [r["placed_by"] for r in found["rows"]] == ["record_vectors", "tags_by_terms"] * 2
+    found = envelope(db, "zentrix invoice INV-2031", "[0,1,0]", 1, 5)
+    assert [r["placed_by"] for r in found["rows"]] == ["tags_by_terms", *["record_vectors", "tags_by_terms"] * 2]
     assert found["pipeline_profile"] == {"record_vectors": 1, "tags_by_terms": 1}
+
+
+@ZENTRIX
+@pytest.mark.parametrize("vector", ["[0,1,0]", None])
+def test_a_narrow_exact_head_is_placed_before_the_weights_a_broad_top_is_not(
+    db: psycopg.Connection, invoices: dict[str, int], vector: str | None
+) -> None:
+    """However small its weight, a list of an exact_head lookup places the few records sharing its
+    top score first (the invoice a code names); a top that 40 records share (`zentrix`) is no head.
+    The seed's lookups have none: their pages are the weights' alone."""
+    db.execute("set emem.pipeline_profile = 'record_vectors:1000, tags_by_terms:1, fulltext_by_rarity:1'")
+    explained = scalar(db, "select emem.e_gather_explain('zentrix INV-2031', %s, 1, 3)", (vector,))
+    first = explained["rows"][0]
+    assert (first["record_id"], first["placed_by"]) == (invoices["INV-2031"], "tags_by_terms")
+    assert {"tags_by_terms", "fulltext_by_rarity"} <= set(first["found_by"])
+    heads = {name: lookup["exact_head"] for name, lookup in explained["lookups"].items()}
+    assert heads == {"tags_by_terms": 1, "fulltext_by_rarity": 1} | ({"record_vectors": 0} if vector else {})
+    broad = scalar(db, "select emem.e_gather_explain('zentrix', %s, 1, 3)", (vector,))
+    assert broad["lookups"]["tags_by_terms"]["exact_head"] == 0
+    db.execute("set emem.pipeline_profile = 'record_vectors:1000, tags:1, fulltext:1'")
+    seed = scalar(db, "select emem.e_gather_explain('zentrix INV-2031', %s, 1, 3)", (vector,))
+    assert {lookup["exact_head"] for lookup in seed["lookups"].values()} == {0}
+    if vector:
+        assert [row["placed_by"] for row in seed["rows"]] == ["record_vectors"] * 3
 
 
 @ZENTRIX

@@ -133,3 +133,27 @@ def test_a_long_merge_lets_the_server_act_on_a_cancel_every_thousand_places() ->
     ticks: list[int] = []
     merged = interleave(disjoint_lists({"tags": 2_500}), {"tags": 1.0}, tick=lambda: ticks.append(len(ticks)))
     assert len(merged) == 2_500 and len(ticks) == 2_500 // TICK_EVERY == 2
+
+
+def test_exact_heads_come_first_in_tie_order_then_the_round_robin_resumes_past_them() -> None:
+    lists = disjoint_lists(dict.fromkeys(SEED_WEIGHTS, 50))
+    lists["fulltext"][1] = Candidate(lists["tags"][0].record_id, 0.5)  # a head's record held by another head
+    heads = {"fulltext": 3, "tags": 2}
+    merged = interleave(lists, SEED_WEIGHTS, limit=15, heads=heads)
+    # The heads in the lookups' tie order (tags before fulltext), a record already placed skipped.
+    assert [(p.placed_by, p.record_id) for p in merged[:4]] == [
+        ("tags", lists["tags"][0].record_id),
+        ("tags", lists["tags"][1].record_id),
+        ("fulltext", lists["fulltext"][0].record_id),
+        ("fulltext", lists["fulltext"][2].record_id),
+    ]
+    # Then the seed's rhythm from fresh credits, each list past its head.
+    assert "".join(LOOKUP_LETTERS[p.placed_by] for p in merged[4:]) == "VTWVTVTWVTF"
+    assert merged[5].record_id == lists["tags"][2].record_id
+    assert merged[14].record_id == lists["fulltext"][3].record_id
+
+
+def test_exact_heads_never_pass_the_limit() -> None:
+    lists = disjoint_lists(dict.fromkeys(SEED_WEIGHTS, 50))
+    merged = interleave(lists, SEED_WEIGHTS, limit=2, heads={"tags": 5})
+    assert [p.record_id for p in merged] == [c.record_id for c in lists["tags"][:2]]

@@ -118,6 +118,12 @@ class CandidateList(ABC):
     def counting(self) -> Counting:
         """What the totals count of this list."""
 
+    def head_size(self) -> int:
+        """How many leading candidates share the list's top score, when records at hand hold it
+        (0: a list not ordered by a score, an empty one, or one whose top score a broad part
+        holds). The merge may place such a head first (registry.Lookup.exact_head)."""
+        return 0
+
     def describe(self) -> dict[str, Any]:
         """What the list reads, as explain shows it: its kind and, for a lazy list, its sets."""
         return {"list": type(self).__name__, "read": len(self.read())}

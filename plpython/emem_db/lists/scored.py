@@ -63,6 +63,9 @@ class ScoredList(WholeList):
         start, end = len(self.loaded), self.level_end(min(count, len(self.record_ids)) - 1)
         self.loaded += self.reader.with_distances(self.record_ids[start:end], self.levels[start:end])
 
+    def head_size(self) -> int:
+        return self.level_end(0) if self.record_ids else 0
+
     def level_end(self, start: int) -> int:
         """Where the score level of the record at `start` ends."""
         return bisect.bisect_right(self.levels, -self.levels[start], lo=start, key=operator.neg)

@@ -65,6 +65,7 @@ class TieredList(CandidateList):
         narrow: RecordSet | None,
     ) -> None:
         self.whole = BroadList(reader, whole)
+        self.scored = scored
         self.parts = broad
         held = [parts for count in range(1, len(broad) + 1) for parts in itertools.combinations(broad, count)]
         self.tiers = tiers = [
@@ -118,6 +119,13 @@ class TieredList(CandidateList):
 
     def counting(self) -> Counting:
         return self.whole.counting()
+
+    def head_size(self) -> int:
+        """The scored records' top level, unless a tier (broad) scores as high."""
+        top_tier = max((level for level, _ in self.tiers), default=None)
+        if not len(self.scored) or (top_tier is not None and top_tier >= self.scored.levels[0]):
+            return 0
+        return self.scored.head_size()
 
     def describe(self) -> dict[str, Any]:
         return {
