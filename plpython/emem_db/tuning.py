@@ -39,6 +39,10 @@ class Tuning:
     anchor_frequency: int = 20
     max_anchors: int = 10
     thread_radius: int = 3
+    # linked_records (lookups.links): the anchors, as thread_context's (of any thread or none, that
+    # end an edge), bring at most max_linked records at the other end of their edges: an entity on
+    # many edges (a vendor of every order) brings its nearest links.
+    max_linked: int = 200
     # Bounded totals: a list the column statistics alone put at this many times the bound passes it
     # (statistics lag behind writes, up to the 10% of a table autovacuum lets change before it
     # analyses again; the margin keeps the lower bound below the true total).
