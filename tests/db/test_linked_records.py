@@ -41,7 +41,7 @@ def ledger(db: psycopg.Connection, make_role: MakeRole) -> Ledger:
             {"content": "Purchase order for forty standing desks", "vector": MIDDLE},
             {"content": "Approved by Marek, finance", "vector": NEAR},
             {"content": "Sales memo on the dispute", "vector": NEAR},
-            # Kestrel: on more records than a rare term (Tuning.anchor_frequency, 20)
+            # Kestrel: on more records than a rare term (Tuning.link_anchor_frequency, 5)
             *({"content": f"Kestrel Supply delivery note {n}", "vector": NEAR} for n in range(21)),
         ],
         lane="sales",

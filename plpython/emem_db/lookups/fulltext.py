@@ -334,19 +334,20 @@ def term_queries(reader: Reader, terms: list[list[str]]) -> TermQueries:
 
 @dataclass(frozen=True)
 class RareTerms:
-    """The question's rare full-text terms (on at most Tuning.anchor_frequency records: a code, a
-    figure, a rare name), as tsqueries with their IDF: a record holding one is an exact hit, an
-    anchor the opt-in components reach from (the thread around it, the records linked to it)."""
+    """The question's rare full-text terms (a code, a figure, a rare name), as tsqueries with their
+    IDF: a record holding one is an exact hit, an anchor the opt-in components reach from (the
+    thread around it, the records linked to it)."""
 
     queries: list[str]
     weights: list[float]
 
 
-def rare_terms(reader: Reader) -> RareTerms:
-    """The terms WordNet does not know that are rare enough to make their records anchors."""
+def rare_terms(reader: Reader, at_most: int) -> RareTerms:
+    """The terms WordNet does not know that are on at most `at_most` records: rare enough to make
+    their records anchors."""
     terms = term_queries(reader, [[term] for term in reader.request.analysis.unknown_terms])
     found = document_frequencies(reader, terms.queries)
-    rare = [n for n, df in enumerate(found.frequencies) if df <= reader.tuning.anchor_frequency]
+    rare = [n for n, df in enumerate(found.frequencies) if df <= at_most]
     weights = [inverse_document_frequency(found.records, found.frequencies[n]) for n in rare]
     return RareTerms([terms.queries[n] for n in rare], weights)
 

@@ -6,7 +6,7 @@ the order it `settles` says what was bought; the employee's record holds the ful
 project they `lead` says what they work on. Neither far end repeats the key, and most lie in
 another thread than the key's record (or in none), where thread_context cannot reach. This lookup
 takes the records holding one of the question's rare full-text terms (on at most
-Tuning.anchor_frequency records) that end an edge as anchors, the most telling first (summed IDF
+Tuning.link_anchor_frequency records) that end an edge as anchors, the most telling first (summed IDF
 of the rare terms they hold, at most Tuning.max_anchors), and brings the records at the other end
 of their edges, either direction: by the best anchor's IDF, then distance (degraded: record id),
 at most Tuning.max_linked of them.
@@ -27,11 +27,11 @@ from ..sets import SetSql
 
 
 def linked_records(reader: Reader) -> CandidateList:
-    rare = rare_terms(reader)
+    rare = rare_terms(reader, reader.tuning.link_anchor_frequency)
     if not rare.queries:
         return planned(
             FetchedList([]),
-            ListPlan("empty", f"no term of the question is on at most {reader.tuning.anchor_frequency} records"),
+            ListPlan("empty", f"no term of the question is on at most {reader.tuning.link_anchor_frequency} records"),
         )
     candidates = reader.candidates(
         "links.linked_records",
@@ -88,7 +88,7 @@ def visible_members(reader: Reader, record_ids: list[int], lanes: list[str]) -> 
     """Which of these records the list holds for a caller reading only `lanes` (the page filter):
     those linked, by an edge both of whose ends lie in those lanes, to one of the list's anchors
     (chosen over every lane, as the list was) that lies in them."""
-    rare: RareTerms = rare_terms(reader)
+    rare: RareTerms = rare_terms(reader, reader.tuning.link_anchor_frequency)
     if not rare.queries or not record_ids:
         return set()
     readable = quoted_array(reader.plpy, lanes, "text") if lanes else "array[]::text[]"

@@ -22,8 +22,8 @@ from ..reader import Reader, distance_key
 
 
 def thread_context(reader: Reader) -> CandidateList:
-    rare = rare_terms(reader)
     tuning = reader.tuning
+    rare = rare_terms(reader, tuning.anchor_frequency)
     if not rare.queries:
         return planned(
             FetchedList([]),
