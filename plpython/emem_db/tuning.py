@@ -47,6 +47,12 @@ class Tuning:
     # keys are on 1 to 3 records) and the own corpus's vendor questions (a name on 11) unchanged.
     link_anchor_frequency: int = 5
     max_linked: int = 200
+    # neighbours_of_hits (lookups.neighbours): the neighbour_anchors most telling anchors (as
+    # linked_records', in no thread, with a vector) each bring the nearest neighbours_per_anchor
+    # records in a thread among their neighbour_scan nearest records (one HNSW scan each).
+    neighbour_anchors: int = 3
+    neighbours_per_anchor: int = 10
+    neighbour_scan: int = 300
     # Bounded totals: a list the column statistics alone put at this many times the bound passes it
     # (statistics lag behind writes, up to the 10% of a table autovacuum lets change before it
     # analyses again; the margin keeps the lower bound below the true total).

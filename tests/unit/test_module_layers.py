@@ -16,7 +16,7 @@ LAYERS = [
     ["settings", "totals"],
     ["profile"],
     ["registry"],
-    ["lookups.threads", "lookups.links"],
+    ["lookups.threads", "lookups.links", "lookups.neighbours"],
     ["lookups.tags", "lookups.fulltext", "lookups.vectors"],
     ["lookups.edges"],
     ["lists.tiered"],
