@@ -42,7 +42,8 @@ def neighbours_of_hits(reader: Reader) -> CandidateList:
 
 
 def neighbour_rows(reader: Reader, space: Space, args: list[Any], readable: str | None) -> list[dict[str, Any]]:
-    """Each neighbour with its best anchor's score and its distance to that anchor. Each anchor's
+    """Each neighbour with its best anchor's score and its distance to that anchor (of anchors that
+    score alike, the nearest). Each anchor's
     Tuning.neighbour_scan nearest records come from the space's HNSW index (filtered to the lanes
     read: an iterative scan), of which the nearest neighbours_per_anchor in a thread are kept.
     `readable`: only the anchors and neighbours in these lanes (an array's SQL), of the same scans."""
@@ -58,7 +59,7 @@ def neighbour_rows(reader: Reader, space: Space, args: list[Any], readable: str 
             order by score desc, r.record_id
             limit {tuning.neighbour_anchors:d}
         ), kept as (select * from anchor as a{kept})
-        select n.record_id, pg_catalog.max(a.score) as score, pg_catalog.min(n.distance) as distance
+        select distinct on (n.record_id) n.record_id, a.score, n.distance
         from kept as a
         cross join lateral (
             select s.record_id, s.distance
@@ -73,7 +74,7 @@ def neighbour_rows(reader: Reader, space: Space, args: list[Any], readable: str 
             order by s.distance, s.record_id
             limit {tuning.neighbours_per_anchor:d}
         ) as n
-        group by n.record_id"""
+        order by n.record_id, a.score desc, n.distance"""
     # relaxed: the scan goes on past records of other lanes; the rows are ordered again above
     saved = reader.set_locally({"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": f"{tuning.neighbour_scan:d}"})
     try:
