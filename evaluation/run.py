@@ -6,8 +6,9 @@ degraded (no question vector), on each corpus in a database of its own (so that 
 crowds another's pages): `own`, the project's own corpus (corpus.py, labels.py, dialogue.py), and
 corpora shaped like real ones: `sessions` (sessions.py), `records` (records.py) and
 `relations` (relations.py). `--grid` also tries the candidate weightings the recommended profile
-was chosen from; `--markdown` prints the recall tables of docs/evaluation.md; `--dump FILE` writes every question's
-page with e_gather_explain's ranks (JSON lines); `--misses` analyses what page 1 missed (misses.py).
+was chosen from, `--profile NAME=PROFILE` another profile; `--markdown` prints the recall tables
+of docs/evaluation.md; `--dump FILE` writes every question's page with e_gather_explain's ranks
+(JSON lines); `--misses` analyses what page 1 missed (misses.py).
 """
 
 import argparse
@@ -271,8 +272,9 @@ def check_targets(results: dict[str, Recalls], question_counts: dict[str, int]) 
     ]
 
 
-def configurations(grid: bool) -> dict[str, tuple[str, dict[str, int]]]:
-    """The profiles (and Tuning changes) each corpus is evaluated under."""
+def configurations(grid: bool, extra: Sequence[str] = ()) -> dict[str, tuple[str, dict[str, int]]]:
+    """The profiles (and Tuning changes) each corpus is evaluated under; `extra`: more, each
+    NAME=PROFILE (--profile)."""
     profiles: dict[str, tuple[str, dict[str, int]]] = {
         "default": (profile_of(CONTROL / "emem.conf"), {}),
         "exact_first": (profile_of(CONTROL / "exact_first.conf"), {}),
@@ -280,6 +282,9 @@ def configurations(grid: bool) -> dict[str, tuple[str, dict[str, int]]]:
     }
     if grid:
         profiles.update({f"grid {n}": entry for n, entry in enumerate(GRID, start=1)})
+    for entry in extra:
+        name, _, profile = entry.partition("=")
+        profiles[name.strip()] = (profile.strip(), {})
     return profiles
 
 
@@ -312,7 +317,7 @@ def evaluate_corpus(
 ) -> None:
     """Loads the corpus into its database, runs every configuration with a vector and degraded,
     prints its table (and its miss analysis)."""
-    profiles = configurations(args.grid)
+    profiles = configurations(args.grid, args.profile)
     analyse = args.misses and name != "own"
     results: dict[str, Recalls] = {}
     analysed: dict[str, list[Answer]] = {}
@@ -364,6 +369,13 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true", help="also print the recall tables of docs/evaluation.md")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        metavar="NAME=PROFILE",
+        help="also evaluate this pipeline profile under this name (repeatable)",
+    )
+    parser.add_argument(
         "--base", action="store_true", help="the own corpus as before 0.2.0 (no label or dialogue question types)"
     )
     parser.add_argument(
@@ -385,6 +397,9 @@ def main() -> None:
         "make install-legacy-modules) instead of the server's default, to compare releases",
     )
     args = parser.parse_args()
+    malformed = [entry for entry in args.profile if not all(part.strip() for part in entry.partition("=")[::2])]
+    if malformed:
+        parser.error(f"--profile takes NAME=PROFILE, not {malformed[0]!r}")
     chosen = [name.strip() for name in args.corpora.split(",") if name.strip()]
     unknown = [name for name in chosen if name not in CORPORA]
     if unknown or not chosen:
@@ -394,7 +409,7 @@ def main() -> None:
     print(
         f"emem evaluation: seed {args.seed}, page 1 of {PAGE_SIZE}, embedded model {gateway.declaration().model_name}"
     )
-    for name, (profile, tuning) in configurations(args.grid).items():
+    for name, (profile, tuning) in configurations(args.grid, args.profile).items():
         print(f"  {name}: {profile}" + (f" with {tuning}" if tuning else ""))
     out = args.dump.open("w") if args.dump else None
     try:

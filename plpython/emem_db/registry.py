@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .lists.base import CandidateList
-from .lookups import fulltext, tags, threads, vectors
+from .lookups import fulltext, links, neighbours, tags, threads, vectors
 from .reader import Reader
 
 
@@ -62,6 +62,18 @@ LOOKUPS: tuple[Lookup, ...] = (
         "thread_context", "thread", 20, False, False, threads.thread_context,
         "the turns or chunks of a thread around a record holding a rare question term (a code, a figure,"
         " a rare name); by that term's rarity, then nearness in the thread, then distance",
+    ),
+    Lookup(
+        "linked_records", "linked", 20, False, False, links.linked_records,
+        "the records linked by an edge (either direction) to a record holding a rare question term (a code,"
+        " a figure, a rare name); by that term's rarity, then distance",
+        links.visible_members,
+    ),
+    Lookup(
+        "neighbours_of_hits", "neighbours", 20, False, False, neighbours.neighbours_of_hits,
+        "the conversation turns or file chunks nearest by meaning to a record in no thread holding a rare"
+        " question term; by that term's rarity, then nearness to that record, then distance",
+        neighbours.visible_members,
     ),
     Lookup(
         "fulltext", "fulltext", 5, False, True, fulltext.fulltext,

@@ -44,6 +44,20 @@ class Tuning:
     # and `won` name; not a tag of 40 records. Chosen with make eval: exact_first's R@10 on the
     # own corpus .955 with 5, .967 with 10, .942 with 20 (20 lets speakers' turns crowd the page).
     exact_head_limit: int = 10
+    # linked_records (lookups.links): a term on at most link_anchor_frequency records makes its
+    # records anchors when they end an edge (a code, a figure, a person's full name; not a vendor's
+    # name on each of its invoices, whose links are those of a crowd); the max_anchors most telling
+    # bring at most max_linked records at the other end of their edges (an entity on many edges
+    # brings its nearest links). Chosen with make eval: 5 keeps the records corpus's gains (its
+    # keys are on 1 to 3 records) and the own corpus's vendor questions (a name on 11) unchanged.
+    link_anchor_frequency: int = 5
+    max_linked: int = 200
+    # neighbours_of_hits (lookups.neighbours): the neighbour_anchors most telling anchors (as
+    # linked_records', in no thread, with a vector) each bring the nearest neighbours_per_anchor
+    # records in a thread among their neighbour_scan nearest records (one HNSW scan each).
+    neighbour_anchors: int = 3
+    neighbours_per_anchor: int = 10
+    neighbour_scan: int = 300
     # Bounded totals: a list the column statistics alone put at this many times the bound passes it
     # (statistics lag behind writes, up to the 10% of a table autovacuum lets change before it
     # analyses again; the margin keeps the lower bound below the true total).

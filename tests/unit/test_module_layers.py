@@ -16,7 +16,7 @@ LAYERS = [
     ["settings", "totals"],
     ["profile"],
     ["registry"],
-    ["lookups.threads"],
+    ["lookups.threads", "lookups.links", "lookups.neighbours"],
     ["lookups.tags", "lookups.fulltext", "lookups.vectors"],
     ["lookups.edges"],
     ["lists.tiered"],

@@ -10,7 +10,9 @@ Orders (ties are always broken by record id, ascending):
 - the opt-in components: tags_by_terms by matched terms (edges above tags), then distance;
   fulltext_by_rarity and fulltext_words by the summed IDF of the terms matched, then distance
   (degraded: BM25); thread_context by the rarity of the exact hit a record lies near, then its
-  steps from it, then distance.
+  steps from it, then distance; linked_records by the rarity of the exact hit a record is linked
+  to by an edge, then distance; neighbours_of_hits by the rarity of the exact hit a turn or chunk
+  is near by meaning, then its nearness to it, then distance.
 
 A tag or full-text match larger than Reader.exact_limit (a broad tag or term) is not fetched
 whole: its list is read from the HNSW index, filtered to the match, as far as the merge reaches

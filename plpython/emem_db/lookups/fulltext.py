@@ -333,6 +333,42 @@ def term_queries(reader: Reader, terms: list[list[str]]) -> TermQueries:
 
 
 @dataclass(frozen=True)
+class RareTerms:
+    """The question's rare full-text terms (a code, a figure, a rare name), as tsqueries with their
+    IDF: a record holding one is an exact hit, an anchor the opt-in components reach from (the
+    thread around it, the records linked to it)."""
+
+    queries: list[str]
+    weights: list[float]
+
+
+def rare_terms(reader: Reader, at_most: int) -> RareTerms:
+    """The terms WordNet does not know that are on at most `at_most` records: rare enough to make
+    their records anchors."""
+    terms = term_queries(reader, [[term] for term in reader.request.analysis.unknown_terms])
+    found = document_frequencies(reader, terms.queries)
+    rare = [n for n, df in enumerate(found.frequencies) if df <= at_most]
+    weights = [inverse_document_frequency(found.records, found.frequencies[n]) for n in rare]
+    return RareTerms([terms.queries[n] for n in rare], weights)
+
+
+def anchor_score(record: str) -> str:
+    """The summed IDF of the rare terms (tsqueries $1, IDFs $2) a record (its alias) holds: an
+    anchor's rarity."""
+    return f"""(select pg_catalog.sum(t.idf)
+                from rows from (pg_catalog.unnest($1::tsquery[]), pg_catalog.unnest($2::float8[])) as t (q, idf)
+                where {record}.content_search operator(pg_catalog.@@) t.q)"""
+
+
+def holds_a_rare_term(record: str) -> str:
+    """The record (its alias) holds one of the rare terms ($1), through the text index."""
+    return (
+        f"{record}.content_search operator(pg_catalog.@@)"
+        " (select emem._tsquery_any(q) from pg_catalog.unnest($1::tsquery[]) as q)"
+    )
+
+
+@dataclass(frozen=True)
 class Frequencies:
     """The number of records and what is known of each term's document frequency."""
 

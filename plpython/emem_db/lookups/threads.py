@@ -15,38 +15,32 @@ from typing import Any
 from .. import fragments
 from ..lists.base import CandidateList, planned
 from ..lists.fetched import FetchedList
-from ..lookups.fulltext import document_frequencies, inverse_document_frequency, term_queries
+from ..lookups.fulltext import anchor_score, holds_a_rare_term, rare_terms
 from ..merge import Candidate
 from ..plans import ListPlan
 from ..reader import Reader, distance_key
 
 
 def thread_context(reader: Reader) -> CandidateList:
-    terms = term_queries(reader, [[term] for term in reader.request.analysis.unknown_terms])
-    found = document_frequencies(reader, terms.queries)
-    records, frequencies = found.records, found.frequencies
     tuning = reader.tuning
-    rare = [n for n, df in enumerate(frequencies) if df <= tuning.anchor_frequency]
-    if not rare:
+    rare = rare_terms(reader, tuning.anchor_frequency)
+    if not rare.queries:
         return planned(
             FetchedList([]),
             ListPlan("empty", f"no term of the question is on at most {tuning.anchor_frequency} records"),
         )
     anchors = reader.execute(
         "threads.anchors",
-        f"""select r.lane_name, r.kind::text as kind, r.thread_id, r.thread_position,
-                   (select pg_catalog.sum(t.idf)
-                    from rows from (pg_catalog.unnest($1::tsquery[]), pg_catalog.unnest($2::float8[])) as t (q, idf)
-                    where r.content_search operator(pg_catalog.@@) t.q) as score
+        f"""select r.lane_name, r.kind::text as kind, r.thread_id, r.thread_position, {anchor_score("r")} as score
             from emem.records as r
-            where r.content_search operator(pg_catalog.@@) (select emem._tsquery_any(q) from pg_catalog.unnest($1) as q)
+            where {holds_a_rare_term("r")}
               and r.thread_id is not null{fragments.in_lanes("r.lane_name", reader.lanes_sql)}
             order by score desc, r.record_id
             limit {tuning.max_anchors:d}""",
         ["tsquery[]", "float8[]"],
-        [[terms.queries[n] for n in rare], [inverse_document_frequency(records, frequencies[n]) for n in rare]],
+        [rare.queries, rare.weights],
     )
-    plan = ListPlan("whole", f"the threads around the records of {len(rare)} rare terms")
+    plan = ListPlan("whole", f"the threads around the records of {len(rare.queries)} rare terms")
     return planned(FetchedList(around_anchors(reader, anchors)), plan)
 
 
