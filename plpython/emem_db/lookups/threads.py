@@ -1,16 +1,26 @@
 """The thread around exact hits (opt-in): the turns of a conversation, or the chunks of a file,
-around a record that holds a rare question term (a code, a figure, a rare name).
+around a record that holds a question term telling of its thread (a code, a figure, a rare name,
+or a name frequent in one conversation but rare overall).
 
 A conversation about an invoice names its number once; the turns around it ("we agreed to split
 it") say what was decided without repeating it, and no exact lookup finds them. This lookup
-takes the records of a thread that hold one of the question's rare full-text terms (on at most
-Tuning.anchor_frequency records) as anchors, the most telling first (summed IDF of the rare terms
-they hold, at most Tuning.max_anchors), and brings the records of the same thread within
-Tuning.thread_radius positions of an anchor: by the anchor's IDF, then by how far from it, then by
-distance (degraded: by position, then record id). Dates stay out of the order.
+takes as anchors the records of a thread that hold one of the question's full-text terms that is
+telling there:
+- a rare term, on at most Tuning.anchor_frequency records, in any thread;
+- a term on more records (up to Tuning.thread_term_limit) in a thread where it is frequent but
+  that it is not spread over: a thread whose share of the term's records is at least
+  Tuning.thread_share_lift times the thread's share of all records (a friend's name on 200 turns
+  of the one conversation of four where she speaks, not a word on every thread's turns). Of each
+  term, the Tuning.anchor_threads threads holding most of its records are weighed.
+The most telling anchors come first (at most Tuning.max_anchors): by the summed IDF of the
+telling terms they hold, then the summed IDF of the question's other content words they hold,
+then distance (degraded: record id). Each brings the records of its thread within
+Tuning.thread_radius positions: by the anchor's two IDF sums, then by how far from it, then by
+distance (degraded: by position, then record id). Dates stay out of the order. Every statement
+reads a bounded number of rows, so that a name on thousands of records costs no more.
 """
 
-from typing import Any
+from dataclasses import dataclass
 
 from .. import fragments
 from ..lists.base import CandidateList, planned
@@ -21,64 +31,229 @@ from ..plans import ListPlan
 from ..reader import Reader, distance_key
 
 
+@dataclass(frozen=True)
+class Thread:
+    lane_name: str
+    kind: str
+    thread_id: str
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A record that holds a term telling of its thread, with how telling (the summed IDF of its
+    telling terms, `score`, and of the question's other content words it holds, `words`)."""
+
+    thread: Thread
+    position: int
+    score: float
+    words: float
+
+
 def thread_context(reader: Reader) -> CandidateList:
-    terms = term_queries(reader, [[term] for term in reader.request.analysis.unknown_terms])
-    found = document_frequencies(reader, terms.queries)
-    records, frequencies = found.records, found.frequencies
-    tuning = reader.tuning
+    analysis, tuning = reader.request.analysis, reader.tuning
+    names = list(dict.fromkeys(term_queries(reader, [[term] for term in analysis.unknown_terms]).queries))
+    content = term_queries(reader, [list(dict.fromkeys(word)) for word in analysis.content_words]).queries
+    words = [query for query in dict.fromkeys(content) if query not in names]
+    found = document_frequencies(reader, names + words)
+    idf = [inverse_document_frequency(found.records, df) for df in found.frequencies]
+    frequencies = found.frequencies[: len(names)]
     rare = [n for n, df in enumerate(frequencies) if df <= tuning.anchor_frequency]
-    if not rare:
+    weighed = [n for n, df in enumerate(frequencies) if tuning.anchor_frequency < df <= tuning.thread_term_limit]
+    telling = telling_threads(reader, [names[n] for n in weighed], [frequencies[n] for n in weighed], found.records)
+    telling = [(weighed[n], thread) for n, thread in telling]
+    if not rare and not telling:
         return planned(
             FetchedList([]),
-            ListPlan("empty", f"no term of the question is on at most {tuning.anchor_frequency} records"),
+            ListPlan(
+                "empty",
+                f"no term of the question is on at most {tuning.anchor_frequency} records"
+                f" or telling of a thread (a {tuning.thread_share_lift:g} times larger share of its records)",
+            ),
         )
-    anchors = reader.execute(
-        "threads.anchors",
-        f"""select r.lane_name, r.kind::text as kind, r.thread_id, r.thread_position,
-                   (select pg_catalog.sum(t.idf)
-                    from rows from (pg_catalog.unnest($1::tsquery[]), pg_catalog.unnest($2::float8[])) as t (q, idf)
-                    where r.content_search operator(pg_catalog.@@) t.q) as score
-            from emem.records as r
-            where r.content_search operator(pg_catalog.@@) (select emem._tsquery_any(q) from pg_catalog.unnest($1) as q)
-              and r.thread_id is not null{fragments.in_lanes("r.lane_name", reader.lanes_sql)}
-            order by score desc, r.record_id
-            limit {tuning.max_anchors:d}""",
-        ["tsquery[]", "float8[]"],
-        [[terms.queries[n] for n in rare], [inverse_document_frequency(records, frequencies[n]) for n in rare]],
+    anchors = choose_anchors(reader, names, idf, rare, telling, words, idf[len(names) :])
+    threads = len({thread for _, thread in telling})
+    plan = ListPlan(
+        "whole", f"the threads around {len(rare)} rare terms and {len(telling)} terms telling of {threads} threads"
     )
-    plan = ListPlan("whole", f"the threads around the records of {len(rare)} rare terms")
     return planned(FetchedList(around_anchors(reader, anchors)), plan)
 
 
-def around_anchors(reader: Reader, anchors: list[dict[str, Any]]) -> list[Candidate]:
+def telling_threads(
+    reader: Reader, queries: list[str], frequencies: list[float], records: float
+) -> list[tuple[int, Thread]]:
+    """Of each term (on at most thread_term_limit records), the threads among the anchor_threads
+    holding most of its records whose share of them is at least thread_share_lift times their
+    share of all records. A thread's size is the span of its positions (two index probes: at
+    least its records, so that the test errs towards no anchor)."""
+    if not queries:
+        return []
+    tuning, lanes = reader.tuning, reader.lanes_sql
+    rows = reader.execute(
+        "threads.telling_threads",
+        f"""with term (q, n) as (
+                select * from pg_catalog.unnest($1::tsquery[]) with ordinality
+            ), held as (
+                select t.n, r.lane_name, r.kind, r.thread_id, pg_catalog.count(*) as held
+                from term as t cross join lateral (
+                    select r.lane_name, r.kind, r.thread_id from emem.records as r
+                    where r.content_search operator(pg_catalog.@@) t.q
+                      and r.thread_id is not null{fragments.in_lanes("r.lane_name", lanes)}
+                    limit $2) as r
+                group by t.n, r.lane_name, r.kind, r.thread_id
+            ), ranked as (
+                select h.*, pg_catalog.row_number() over (
+                    partition by h.n order by h.held desc, h.lane_name, h.kind, h.thread_id) as place
+                from held as h
+            )
+            select k.n, k.lane_name, k.kind::text as kind, k.thread_id, k.held,
+                   (select pg_catalog.max(s.thread_position) - pg_catalog.min(s.thread_position) + 1
+                    from emem.records as s
+                    where s.lane_name = k.lane_name and s.kind = k.kind and s.thread_id = k.thread_id
+                          {fragments.in_lanes("s.lane_name", lanes)}) as span
+            from ranked as k where k.place <= $3 order by k.n, k.place""",
+        ["tsquery[]", "int", "int"],
+        [queries, tuning.thread_term_limit, tuning.anchor_threads],
+    )
+    return [
+        (row["n"] - 1, Thread(row["lane_name"], row["kind"], row["thread_id"]))
+        for row in rows
+        if is_telling(row["held"], frequencies[row["n"] - 1], row["span"], records, tuning.thread_share_lift)
+    ]
+
+
+def is_telling(held: int, frequency: float, span: int, records: float, lift: float) -> bool:
+    """Whether a thread of `span` positions holding `held` of a term's `frequency` records holds
+    a share of them at least `lift` times its share of all `records`."""
+    return held * records >= lift * span * max(frequency, held)
+
+
+def choose_anchors(
+    reader: Reader,
+    names: list[str],
+    idf: list[float],
+    rare: list[int],
+    telling: list[tuple[int, Thread]],
+    words: list[str],
+    word_idf: list[float],
+) -> list[Anchor]:
+    """The max_anchors most telling records holding a rare term or a term telling of their
+    thread: by the summed IDF of those terms, then of the other content words, then distance
+    (degraded: record id). The statement reads the rare terms' records and at most
+    thread_term_limit records of each telling term's thread, and returns those that tie with the
+    max_anchors-th best on both sums (distance breaks their ties)."""
+    tuning, lanes = reader.tuning, reader.lanes_sql
+    kept = sorted(set(rare) | {n for n, _ in telling})
+    rows = reader.execute(
+        "threads.anchors",
+        f"""with term (q, idf, rare, n) as (
+                select * from rows from (pg_catalog.unnest($1::tsquery[]), pg_catalog.unnest($2::float8[]),
+                                         pg_catalog.unnest($3::bool[])) with ordinality
+            ), telling (n, lane_name, kind, thread_id) as (
+                select * from rows from (pg_catalog.unnest($4::int[]), pg_catalog.unnest($5::text[]),
+                                         pg_catalog.unnest($6::text[]), pg_catalog.unnest($7::text[]))
+            ), found as (
+                select r.record_id, r.lane_name, r.kind, r.thread_id, r.thread_position, r.content_search
+                from emem.records as r
+                where r.content_search operator(pg_catalog.@@)
+                      (select emem._tsquery_any(t.q) from term as t where t.rare)
+                  and r.thread_id is not null{fragments.in_lanes("r.lane_name", lanes)}
+                union
+                select r.record_id, r.lane_name, r.kind, r.thread_id, r.thread_position, r.content_search
+                from telling as h join term as t on t.n = h.n cross join lateral (
+                    select r.* from emem.records as r
+                    where r.content_search operator(pg_catalog.@@) t.q and r.lane_name = h.lane_name
+                      and r.kind::text = h.kind and r.thread_id = h.thread_id
+                      {fragments.in_lanes("r.lane_name", lanes)}
+                    limit $10) as r
+            ), scored as (
+                select f.record_id, f.lane_name, f.kind::text as kind, f.thread_id, f.thread_position,
+                       (select pg_catalog.sum(t.idf) from term as t
+                        where f.content_search operator(pg_catalog.@@) t.q
+                          and (t.rare or exists (
+                              select 1 from telling as h where h.n = t.n and h.lane_name = f.lane_name
+                                and h.kind = f.kind::text and h.thread_id = f.thread_id))) as score,
+                       (select coalesce(pg_catalog.sum(w.idf), 0)
+                        from rows from (pg_catalog.unnest($8::tsquery[]), pg_catalog.unnest($9::float8[])) as w (q, idf)
+                        where f.content_search operator(pg_catalog.@@) w.q) as words
+                from found as f
+            ), ranked as (
+                select s.*, pg_catalog.rank() over (order by s.score desc, s.words desc) as place
+                from scored as s where s.score is not null
+            )
+            select k.record_id, k.lane_name, k.kind, k.thread_id, k.thread_position, k.score, k.words
+            from ranked as k where k.place <= $11
+            order by k.place, k.record_id limit $12""",
+        [
+            "tsquery[]",
+            "float8[]",
+            "bool[]",
+            "int[]",
+            "text[]",
+            "text[]",
+            "text[]",
+            "tsquery[]",
+            "float8[]",
+            "int",
+            "int",
+            "int",
+        ],
+        [
+            [names[n] for n in kept],
+            [idf[n] for n in kept],
+            [n in rare for n in kept],
+            [kept.index(n) + 1 for n, _ in telling],
+            [thread.lane_name for _, thread in telling],
+            [thread.kind for _, thread in telling],
+            [thread.thread_id for _, thread in telling],
+            words,
+            word_idf,
+            tuning.thread_term_limit,
+            tuning.max_anchors,
+            tuning.exact_candidates,
+        ],
+    )
+    distances = reader.distances(row["record_id"] for row in rows)
+    rows = sorted(
+        rows,
+        key=lambda row: (-row["score"], -row["words"], *distance_key(distances[row["record_id"]]), row["record_id"]),
+    )
+    return [
+        Anchor(
+            Thread(row["lane_name"], row["kind"], row["thread_id"]), row["thread_position"], row["score"], row["words"]
+        )
+        for row in rows[: tuning.max_anchors]
+    ]
+
+
+def around_anchors(reader: Reader, anchors: list[Anchor]) -> list[Candidate]:
     """The records of each anchor's thread within Tuning.thread_radius positions of it: by the
-    anchor's score, then steps from it (a record near several: its best), then distance (degraded:
-    none), then position, then record id."""
+    anchor's score, then its words, then steps from it (a record near several: its best), then
+    distance (degraded: none), then position, then record id."""
     if not anchors:
         return []
     radius, plpy = reader.tuning.thread_radius, reader.plpy
     near = " or ".join(
-        f"""(n.lane_name = {plpy.quote_literal(a["lane_name"])} and n.kind = {plpy.quote_literal(a["kind"])}
-             and n.thread_id = {plpy.quote_literal(a["thread_id"])}
-             and n.thread_position between {a["thread_position"] - radius:d} and {a["thread_position"] + radius:d})"""
+        f"""(n.lane_name = {plpy.quote_literal(a.thread.lane_name)} and n.kind = {plpy.quote_literal(a.thread.kind)}
+             and n.thread_id = {plpy.quote_literal(a.thread.thread_id)}
+             and n.thread_position between {a.position - radius:d} and {a.position + radius:d})"""
         for a in anchors
     )
     rows = reader.execute(
         "threads.around",
         f"""select n.record_id, n.lane_name, n.kind::text as kind, n.thread_id, n.thread_position
-            from emem.records as n where {near}""",
+            from emem.records as n where ({near}){fragments.in_lanes("n.lane_name", reader.lanes_sql)}""",
         [],
         [],
         cache=False,
     )
-    best: dict[int, tuple[float, int, int]] = {}  # record -> (-score, steps, position)
+    best: dict[int, tuple[float, float, int, int]] = {}  # record -> (-score, -words, steps, position)
     for row in rows:
+        thread = Thread(row["lane_name"], row["kind"], row["thread_id"])
         for a in anchors:
-            if (row["lane_name"], row["kind"], row["thread_id"]) == (a["lane_name"], a["kind"], a["thread_id"]):
-                steps = abs(row["thread_position"] - a["thread_position"])
-                if steps <= radius:
-                    key = (-float(a["score"]), steps, row["thread_position"])
-                    best[row["record_id"]] = min(best.get(row["record_id"], key), key)
+            steps = abs(row["thread_position"] - a.position)
+            if thread == a.thread and steps <= radius:
+                key = (-float(a.score), -float(a.words), steps, row["thread_position"])
+                best[row["record_id"]] = min(best.get(row["record_id"], key), key)
     distances = reader.distances(best)
-    ordered = sorted(best, key=lambda r: (best[r][0], best[r][1], *distance_key(distances[r]), best[r][2], r))
+    ordered = sorted(best, key=lambda r: (*best[r][:3], *distance_key(distances[r]), best[r][3], r))
     return [Candidate(record_id, distances[record_id]) for record_id in ordered]
