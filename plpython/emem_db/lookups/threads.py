@@ -163,6 +163,8 @@ def choose_anchors(
                     select r.* from emem.records as r
                     where r.content_search operator(pg_catalog.@@) t.q and r.lane_name = h.lane_name
                       and r.kind::text = h.kind and r.thread_id = h.thread_id
+                      and r.content_search operator(pg_catalog.@@)
+                          (select emem._tsquery_any(w.q) from pg_catalog.unnest($8::tsquery[]) as w (q))
                       {fragments.in_lanes("r.lane_name", lanes)}
                     limit $10) as r
             ), scored as (
@@ -246,13 +248,13 @@ def around_anchors(reader: Reader, anchors: list[Anchor]) -> list[Candidate]:
         [],
         cache=False,
     )
-    best: dict[int, tuple[float, float, int, int]] = {}  # record -> (-score, -words, steps, position)
+    best: dict[int, tuple[float, int, float, int]] = {}  # record -> (-score, steps, -words, position)
     for row in rows:
         thread = Thread(row["lane_name"], row["kind"], row["thread_id"])
         for a in anchors:
             steps = abs(row["thread_position"] - a.position)
             if thread == a.thread and steps <= radius:
-                key = (-float(a.score), -float(a.words), steps, row["thread_position"])
+                key = (-float(a.score), steps, -float(a.words), row["thread_position"])
                 best[row["record_id"]] = min(best.get(row["record_id"], key), key)
     distances = reader.distances(best)
     ordered = sorted(best, key=lambda r: (*best[r][:3], *distance_key(distances[r]), best[r][3], r))
