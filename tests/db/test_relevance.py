@@ -197,7 +197,8 @@ def test_thread_context_keeps_to_the_anchors_thread_and_lane(lane: psycopg.Conne
 
 
 CONVERSATIONS = ["c0", "c1", "c2", "c3"]
-CELLO = 12  # the position in c0 where Brygida names the cello
+CELLO = 12  # the position in c0 where Brygida names the cello lessons
+LESSONS = [0, 6, 20, 26]  # her other turns in c0 that name lessons
 
 
 def chat_turn(thread: str, n: int) -> str:
@@ -205,15 +206,17 @@ def chat_turn(thread: str, n: int) -> str:
     and once in c1; Ottilie speaks on every third turn of the others (32 turns)."""
     if thread == "c0" and n == CELLO:
         return "Brygida: I started cello lessons this week"
+    if thread == "c0" and n in LESSONS:
+        return f"Brygida: piano lessons again {n}"
     if thread == "c0" and n % 5 != 3:
         return f"Brygida: small talk {n}"
     if thread == "c1" and n == 4:
-        return "Brygida says hi from the other chat"
-    return f"Ottilie: chat {n}" if n % 3 == 0 else f"Mateusz: chat {n}"
+        return "Brygida: cello lessons here too"
+    return f"Ottilie: chat about lessons {n}" if n % 3 == 0 else f"Mateusz: chat {n}"
 
 
 def four_conversations(lane: psycopg.Connection, make_role: MakeRole) -> dict[str, list[int]]:
-    """Four conversations of 30 turns; in c0 the turns nearest the question vector come last."""
+    """Four conversations of 30 turns; in c0 the later turns are nearer the question vector."""
     one_lane(lane, make_role)
     return {
         thread: put(
@@ -243,19 +246,18 @@ def test_thread_context_anchors_a_name_frequent_in_one_thread_but_rare_overall(
     chats: dict[str, list[int]], lane: psycopg.Connection
 ) -> None:
     """Brygida is on 25 records, more than anchor_frequency, but 24 of them are in c0, a quarter of
-    all records: she anchors there (not in c1, which holds one of her turns). Of her many turns,
-    the one that holds another word of the question anchors first, then its thread around it; the
-    other anchors are the turns nearest the question (degraded: by record id)."""
+    all records: her turns there that hold another word of the question anchor (not her turn in
+    c1, although it names the cello too). The anchors come first, by the other words they hold,
+    then by distance (degraded: record id); then the turns one step from them, from the best
+    anchor's first; the whole thread but the turn no anchor is within three positions of."""
     c0 = chats["c0"]
-    question = "When did Brygida start the cello?"
+    question = "When did Brygida start the cello lessons?"
     rows = ranked(lane, "thread_context", question, NEAR)
-    assert rows[0] == c0[CELLO]
-    assert set(rows[1:7]) == set(c0[CELLO - 3 : CELLO + 4]) - {c0[CELLO]}
-    assert set(rows) <= set(c0)
-    assert set(rows[7:]) >= {c0[29], c0[27], c0[26]}  # anchors by distance: the nearest turns of hers
+    assert rows[:7] == [c0[CELLO], c0[26], c0[20], c0[6], c0[0], c0[CELLO + 1], c0[CELLO - 1]]
+    assert set(rows) == set(c0) - {c0[16]}
     degraded = ranked(lane, "thread_context", question)
-    assert degraded[0] == c0[CELLO] and set(degraded) <= set(c0)
-    assert c0[0] in degraded  # anchors by record id
+    assert degraded[:5] == [c0[CELLO], c0[0], c0[6], c0[20], c0[26]]
+    assert set(degraded) == set(rows)
 
 
 @pytest.mark.corpus(four_conversations, read_only=True)
@@ -263,8 +265,8 @@ def test_thread_context_needs_a_name_concentrated_in_its_thread(
     chats: dict[str, list[int]], lane: psycopg.Connection
 ) -> None:
     """Ottilie is on 32 records, ten in each of three conversations: telling of none of them."""
-    assert ranked(lane, "thread_context", "What did Ottilie say?", NEAR) == []
-    assert ranked(lane, "thread_context", "What did Ottilie say?") == []
+    assert ranked(lane, "thread_context", "What did Ottilie say about the lessons?", NEAR) == []
+    assert ranked(lane, "thread_context", "What did Ottilie say about the lessons?") == []
 
 
 # ---- degraded orders by relevance -------------------------------------------------------------------
