@@ -12,12 +12,16 @@ telling there:
   Tuning.thread_share_lift times the thread's share of all records (a friend's name on 200 turns
   of the one conversation of four where she speaks, not a word on every thread's turns). Of each
   term, the Tuning.anchor_threads threads holding most of its records are weighed.
-The most telling anchors come first (at most Tuning.max_anchors): by the summed IDF of the
-telling terms they hold, then the summed IDF of the question's other content words they hold,
-then distance (degraded: record id). Each brings the records of its thread within
-Tuning.thread_radius positions: by the anchor's two IDF sums, then by how far from it, then by
-distance (degraded: by position, then record id). Dates stay out of the order. Every statement
-reads a bounded number of rows, so that a name on thousands of records costs no more.
+An anchor of a term that is not rare must also hold another content word of the question (a
+name on hundreds of turns does not say which of them). The most telling anchors are kept (at
+most Tuning.max_anchors): by the summed IDF of the telling terms they hold, then the summed IDF
+of the question's other content words they hold, then distance (degraded: record id). Each
+brings the records of its thread within Tuning.thread_radius positions: by the summed IDF of the
+anchor's telling terms, then by how far from it, then by the anchor's other words, then by
+distance (degraded: by position, then record id); a record near several anchors takes its best.
+So a code's thread comes as it did (the code, then its neighbours by steps), and the turns of a
+name's many anchors come step by step: the anchors, then the turns next to them. Dates stay out
+of the order. Every statement reads a bounded number of rows, however many records hold a name.
 """
 
 from dataclasses import dataclass
@@ -52,7 +56,9 @@ class Anchor:
 def thread_context(reader: Reader) -> CandidateList:
     analysis, tuning = reader.request.analysis, reader.tuning
     names = list(dict.fromkeys(term_queries(reader, [[term] for term in analysis.unknown_terms]).queries))
-    content = term_queries(reader, [list(dict.fromkeys(word)) for word in analysis.content_words]).queries
+    # The other content words: not the names again (as their normal form: `Jonas` and `jona`).
+    others = [list(dict.fromkeys(word)) for word in analysis.content_words if word[0] not in analysis.unknown_terms]
+    content = term_queries(reader, others).queries
     words = [query for query in dict.fromkeys(content) if query not in names]
     found = document_frequencies(reader, names + words)
     idf = [inverse_document_frequency(found.records, df) for df in found.frequencies]
@@ -84,40 +90,55 @@ def telling_threads(
     """Of each term (on at most thread_term_limit records), the threads among the anchor_threads
     holding most of its records whose share of them is at least thread_share_lift times their
     share of all records. A thread's size is the span of its positions (two index probes: at
-    least its records, so that the test errs towards no anchor)."""
+    least its records, so that the test errs towards no anchor). Two statements: the threads of
+    at most thread_term_limit records of each term, then the spans of those kept. Each term's read
+    is a subquery of its own with its limit (a Citus cluster pushes down no limit in a lateral
+    join), as is each span."""
     if not queries:
         return []
     tuning, lanes = reader.tuning, reader.lanes_sql
-    rows = reader.execute(
+    reads = " union all ".join(
+        f"""select {n:d} as n, r.lane_name, r.kind, r.thread_id from (
+                select r.lane_name, r.kind, r.thread_id from emem.records as r
+                where r.content_search operator(pg_catalog.@@) ($1::tsquery[])[{n:d}]
+                  and r.thread_id is not null{fragments.in_lanes("r.lane_name", lanes)}
+                limit $2) as r"""
+        for n in range(1, len(queries) + 1)
+    )
+    held = reader.execute(
         "threads.telling_threads",
-        f"""with term (q, n) as (
-                select * from pg_catalog.unnest($1::tsquery[]) with ordinality
-            ), held as (
-                select t.n, r.lane_name, r.kind, r.thread_id, pg_catalog.count(*) as held
-                from term as t cross join lateral (
-                    select r.lane_name, r.kind, r.thread_id from emem.records as r
-                    where r.content_search operator(pg_catalog.@@) t.q
-                      and r.thread_id is not null{fragments.in_lanes("r.lane_name", lanes)}
-                    limit $2) as r
-                group by t.n, r.lane_name, r.kind, r.thread_id
+        f"""with held as (
+                select h.n, h.lane_name, h.kind, h.thread_id, pg_catalog.count(*) as held
+                from ({reads}) as h group by h.n, h.lane_name, h.kind, h.thread_id
             ), ranked as (
                 select h.*, pg_catalog.row_number() over (
                     partition by h.n order by h.held desc, h.lane_name, h.kind, h.thread_id) as place
                 from held as h
             )
-            select k.n, k.lane_name, k.kind::text as kind, k.thread_id, k.held,
-                   (select pg_catalog.max(s.thread_position) - pg_catalog.min(s.thread_position) + 1
-                    from emem.records as s
-                    where s.lane_name = k.lane_name and s.kind = k.kind and s.thread_id = k.thread_id
-                          {fragments.in_lanes("s.lane_name", lanes)}) as span
+            select k.n, k.lane_name, k.kind::text as kind, k.thread_id, k.held
             from ranked as k where k.place <= $3 order by k.n, k.place""",
         ["tsquery[]", "int", "int"],
         [queries, tuning.thread_term_limit, tuning.anchor_threads],
     )
+    if not held:
+        return []
+    spans = ", ".join(
+        f"""(select pg_catalog.max(s.thread_position) - pg_catalog.min(s.thread_position) + 1
+             from emem.records as s
+             where s.lane_name = ($1::text[])[{k:d}] and s.kind = ($2::text[])[{k:d}]::emem.record_kind
+               and s.thread_id = ($3::text[])[{k:d}]{fragments.in_lanes("s.lane_name", lanes)})"""
+        for k in range(1, len(held) + 1)
+    )
+    span = reader.execute(
+        "threads.thread_spans",
+        f"select array[{spans}]::bigint[] as spans",
+        ["text[]", "text[]", "text[]"],
+        [[row["lane_name"] for row in held], [row["kind"] for row in held], [row["thread_id"] for row in held]],
+    )[0]["spans"]
     return [
         (row["n"] - 1, Thread(row["lane_name"], row["kind"], row["thread_id"]))
-        for row in rows
-        if is_telling(row["held"], frequencies[row["n"] - 1], row["span"], records, tuning.thread_share_lift)
+        for row, size in zip(held, span, strict=True)
+        if is_telling(row["held"], frequencies[row["n"] - 1], size, records, tuning.thread_share_lift)
     ]
 
 
@@ -136,79 +157,82 @@ def choose_anchors(
     words: list[str],
     word_idf: list[float],
 ) -> list[Anchor]:
-    """The max_anchors most telling records holding a rare term or a term telling of their
-    thread: by the summed IDF of those terms, then of the other content words, then distance
-    (degraded: record id). The statement reads the rare terms' records and at most
-    thread_term_limit records of each telling term's thread, and returns those that tie with the
-    max_anchors-th best on both sums (distance breaks their ties)."""
+    """The max_anchors most telling records holding a rare term, or a term telling of their
+    thread and another content word: by the summed IDF of those terms, then of the other content
+    words, then distance (degraded: record id). The statement reads the rare terms' records and
+    at most thread_term_limit records of each telling term's thread, and returns those ranked
+    among the first max_anchors on both sums, ties included (distance breaks them), up to
+    exact_candidates."""
     tuning, lanes = reader.tuning, reader.lanes_sql
-    kept = sorted(set(rare) | {n for n, _ in telling})
+    # Computed with each read, on the records' own node: the IDF of the rare terms a record
+    # holds, and of the other words.
+    scores = """(select coalesce(pg_catalog.sum(t.idf), 0)
+                 from rows from (pg_catalog.unnest($1::tsquery[]), pg_catalog.unnest($2::float8[])) as t (q, idf)
+                 where r.content_search operator(pg_catalog.@@) t.q) as rare_idf,
+                (select coalesce(pg_catalog.sum(w.idf), 0)
+                 from rows from (pg_catalog.unnest($3::tsquery[]), pg_catalog.unnest($4::float8[])) as w (q, idf)
+                 where r.content_search operator(pg_catalog.@@) w.q) as words"""
+    columns = "r.record_id, r.lane_name, r.kind, r.thread_id, r.thread_position"
+    reads = [
+        f"""select {columns}, 0::float8 as telling_idf, {scores} from emem.records as r
+            where r.content_search operator(pg_catalog.@@) (select emem._tsquery_any(q) from pg_catalog.unnest($1) as q)
+              and r.thread_id is not null{fragments.in_lanes("r.lane_name", lanes)}
+            limit $5"""
+    ]
+    # One read per term telling of a thread, of its records there that hold another word.
+    reads += [
+        f"""select {columns}, ($7::float8[])[{k:d}] as telling_idf, {scores} from emem.records as r
+            where r.content_search operator(pg_catalog.@@) ($6::tsquery[])[{k:d}]
+              and r.lane_name = ($8::text[])[{k:d}] and r.kind = ($9::text[])[{k:d}]::emem.record_kind
+              and r.thread_id = ($10::text[])[{k:d}]
+              and r.content_search operator(pg_catalog.@@)
+                  (select emem._tsquery_any(w.q) from pg_catalog.unnest($3::tsquery[]) as w (q))
+              {fragments.in_lanes("r.lane_name", lanes)}
+            limit $11"""
+        for k in range(1, len(telling) + 1)
+    ]
     rows = reader.execute(
         "threads.anchors",
-        f"""with term (q, idf, rare, n) as (
-                select * from rows from (pg_catalog.unnest($1::tsquery[]), pg_catalog.unnest($2::float8[]),
-                                         pg_catalog.unnest($3::bool[])) with ordinality
-            ), telling (n, lane_name, kind, thread_id) as (
-                select * from rows from (pg_catalog.unnest($4::int[]), pg_catalog.unnest($5::text[]),
-                                         pg_catalog.unnest($6::text[]), pg_catalog.unnest($7::text[]))
-            ), found as (
-                select r.record_id, r.lane_name, r.kind, r.thread_id, r.thread_position, r.content_search
-                from emem.records as r
-                where r.content_search operator(pg_catalog.@@)
-                      (select emem._tsquery_any(t.q) from term as t where t.rare)
-                  and r.thread_id is not null{fragments.in_lanes("r.lane_name", lanes)}
-                union
-                select r.record_id, r.lane_name, r.kind, r.thread_id, r.thread_position, r.content_search
-                from telling as h join term as t on t.n = h.n cross join lateral (
-                    select r.* from emem.records as r
-                    where r.content_search operator(pg_catalog.@@) t.q and r.lane_name = h.lane_name
-                      and r.kind::text = h.kind and r.thread_id = h.thread_id
-                      and r.content_search operator(pg_catalog.@@)
-                          (select emem._tsquery_any(w.q) from pg_catalog.unnest($8::tsquery[]) as w (q))
-                      {fragments.in_lanes("r.lane_name", lanes)}
-                    limit $10) as r
+        f"""with found as (
+                {" union all ".join(f"select * from ({read}) as r" for read in reads)}
             ), scored as (
                 select f.record_id, f.lane_name, f.kind::text as kind, f.thread_id, f.thread_position,
-                       (select pg_catalog.sum(t.idf) from term as t
-                        where f.content_search operator(pg_catalog.@@) t.q
-                          and (t.rare or exists (
-                              select 1 from telling as h where h.n = t.n and h.lane_name = f.lane_name
-                                and h.kind = f.kind::text and h.thread_id = f.thread_id))) as score,
-                       (select coalesce(pg_catalog.sum(w.idf), 0)
-                        from rows from (pg_catalog.unnest($8::tsquery[]), pg_catalog.unnest($9::float8[])) as w (q, idf)
-                        where f.content_search operator(pg_catalog.@@) w.q) as words
-                from found as f
+                       pg_catalog.max(f.rare_idf) + pg_catalog.sum(f.telling_idf) as score,
+                       pg_catalog.max(f.words) as words
+                from found as f group by f.record_id, f.lane_name, f.kind, f.thread_id, f.thread_position
             ), ranked as (
                 select s.*, pg_catalog.rank() over (order by s.score desc, s.words desc) as place
-                from scored as s where s.score is not null
+                from scored as s where s.score > 0
             )
             select k.record_id, k.lane_name, k.kind, k.thread_id, k.thread_position, k.score, k.words
-            from ranked as k where k.place <= $11
-            order by k.place, k.record_id limit $12""",
+            from ranked as k where k.place <= $12
+            order by k.place, k.record_id limit $13""",
         [
             "tsquery[]",
             "float8[]",
-            "bool[]",
-            "int[]",
-            "text[]",
-            "text[]",
-            "text[]",
             "tsquery[]",
             "float8[]",
+            "int",
+            "tsquery[]",
+            "float8[]",
+            "text[]",
+            "text[]",
+            "text[]",
             "int",
             "int",
             "int",
         ],
         [
-            [names[n] for n in kept],
-            [idf[n] for n in kept],
-            [n in rare for n in kept],
-            [kept.index(n) + 1 for n, _ in telling],
+            [names[n] for n in rare],
+            [idf[n] for n in rare],
+            words,
+            word_idf,
+            tuning.anchor_frequency * len(rare),
+            [names[n] for n, _ in telling],
+            [idf[n] for n, _ in telling],
             [thread.lane_name for _, thread in telling],
             [thread.kind for _, thread in telling],
             [thread.thread_id for _, thread in telling],
-            words,
-            word_idf,
             tuning.thread_term_limit,
             tuning.max_anchors,
             tuning.exact_candidates,
@@ -229,8 +253,8 @@ def choose_anchors(
 
 def around_anchors(reader: Reader, anchors: list[Anchor]) -> list[Candidate]:
     """The records of each anchor's thread within Tuning.thread_radius positions of it: by the
-    anchor's score, then its words, then steps from it (a record near several: its best), then
-    distance (degraded: none), then position, then record id."""
+    anchor's score, then steps from it, then the anchor's words (a record near several: its best),
+    then distance (degraded: none), then position, then record id."""
     if not anchors:
         return []
     radius, plpy = reader.tuning.thread_radius, reader.plpy
