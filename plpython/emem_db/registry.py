@@ -60,8 +60,10 @@ LOOKUPS: tuple[Lookup, ...] = (
     ),
     Lookup(
         "thread_context", "thread", 20, False, False, threads.thread_context,
-        "the turns or chunks of a thread around a record holding a rare question term (a code, a figure,"
-        " a rare name); by that term's rarity, then nearness in the thread, then distance",
+        "the turns or chunks of a thread around a record holding a question term telling of that thread"
+        " (a code, a figure, a rare name; a name frequent in that thread but rare overall, with another"
+        " question word); by that term's rarity, then nearness in the thread, then the record's other"
+        " question words, then distance",
     ),
     Lookup(
         "linked_records", "linked", 20, False, False, links.linked_records,

@@ -33,10 +33,20 @@ class Tuning:
     common_word_share: float = 0.05
     common_word_floor: int = 1_000
     # thread_context (lookups.threads): a term on at most anchor_frequency records makes its
-    # records of a thread anchors (a code, a figure, a rare name; not a speaker's name on all their
-    # turns); the max_anchors most telling anchors bring their thread within thread_radius
-    # positions. Chosen with make eval EVAL_ARGS=--grid.
+    # records of a thread anchors (a code, a figure, a rare name). A term on more records, up to
+    # thread_term_limit (no statement reads more than that many of its records), does so in a
+    # thread whose share of its records is at least thread_share_lift times the thread's share of
+    # all records (a friend's name on the turns of the one conversation she speaks in, not a word
+    # on every thread's turns), for its records there that hold another word of the question; of
+    # each such term, the anchor_threads threads holding most of its records are weighed. The
+    # max_anchors most telling anchors bring their thread within thread_radius positions.
+    # anchor_frequency, max_anchors and thread_radius were chosen with make eval EVAL_ARGS=--grid;
+    # the other three are set by hand and measured on the sessions and records corpora
+    # (docs/evaluation.md: a conversation's names are telling at any lift up to 4 there).
     anchor_frequency: int = 20
+    thread_term_limit: int = 2_000
+    thread_share_lift: float = 2
+    anchor_threads: int = 3
     max_anchors: int = 10
     thread_radius: int = 3
     # A list of an exact_head lookup (registry) whose top score is held by at most this many

@@ -196,6 +196,79 @@ def test_thread_context_keeps_to_the_anchors_thread_and_lane(lane: psycopg.Conne
     assert set(ranked(lane, "thread_context", "INV-2031", NEAR)) == {*meeting[1:8], *other[6:11]}
 
 
+CONVERSATIONS = ["c0", "c1", "c2", "c3"]
+CELLO = 12  # the position in c0 where Brygida names the cello lessons
+LESSONS = [0, 6, 20, 26]  # her other turns in c0 that name lessons
+
+
+def chat_turn(thread: str, n: int) -> str:
+    """Brygida speaks on every turn of c0 but every fifth (24 of 30: more than anchor_frequency)
+    and once in c1; Ottilie speaks on every third turn of the others (32 turns)."""
+    if thread == "c0" and n == CELLO:
+        return "Brygida: I started cello lessons this week"
+    if thread == "c0" and n in LESSONS:
+        return f"Brygida: piano lessons again {n}"
+    if thread == "c0" and n % 5 != 3:
+        return f"Brygida: small talk {n}"
+    if thread == "c1" and n == 4:
+        return "Brygida: cello lessons here too"
+    return f"Ottilie: chat about lessons {n}" if n % 3 == 0 else f"Mateusz: chat {n}"
+
+
+def four_conversations(lane: psycopg.Connection, make_role: MakeRole) -> dict[str, list[int]]:
+    """Four conversations of 30 turns; in c0 the later turns are nearer the question vector."""
+    one_lane(lane, make_role)
+    return {
+        thread: put(
+            lane,
+            [
+                {
+                    "kind": "conversation",
+                    "content": chat_turn(thread, n),
+                    "thread_id": thread,
+                    "thread_position": n,
+                    "vector": unit(1, 30 - n, 0) if thread == "c0" else FAR,
+                }
+                for n in range(30)
+            ],
+        )
+        for thread in CONVERSATIONS
+    }
+
+
+@pytest.fixture
+def chats(built: dict[str, list[int]]) -> dict[str, list[int]]:
+    return built
+
+
+@pytest.mark.corpus(four_conversations, read_only=True)
+def test_thread_context_anchors_a_name_frequent_in_one_thread_but_rare_overall(
+    chats: dict[str, list[int]], lane: psycopg.Connection
+) -> None:
+    """Brygida is on 25 records, more than anchor_frequency, but 24 of them are in c0, a quarter of
+    all records: her turns there that hold another word of the question anchor (not her turn in
+    c1, although it names the cello too). The anchors come first, by the other words they hold,
+    then by distance (degraded: record id); then the turns one step from them, from the best
+    anchor's first; the whole thread but the turn no anchor is within three positions of."""
+    c0 = chats["c0"]
+    question = "When did Brygida start the cello lessons?"
+    rows = ranked(lane, "thread_context", question, NEAR)
+    assert rows[:7] == [c0[CELLO], c0[26], c0[20], c0[6], c0[0], c0[CELLO + 1], c0[CELLO - 1]]
+    assert set(rows) == set(c0) - {c0[16]}
+    degraded = ranked(lane, "thread_context", question)
+    assert degraded[:5] == [c0[CELLO], c0[0], c0[6], c0[20], c0[26]]
+    assert set(degraded) == set(rows)
+
+
+@pytest.mark.corpus(four_conversations, read_only=True)
+def test_thread_context_needs_a_name_concentrated_in_its_thread(
+    chats: dict[str, list[int]], lane: psycopg.Connection
+) -> None:
+    """Ottilie is on 32 records, ten in each of three conversations: telling of none of them."""
+    assert ranked(lane, "thread_context", "What did Ottilie say about the lessons?", NEAR) == []
+    assert ranked(lane, "thread_context", "What did Ottilie say about the lessons?") == []
+
+
 # ---- degraded orders by relevance -------------------------------------------------------------------
 
 
