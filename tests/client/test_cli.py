@@ -429,7 +429,7 @@ def use_the_recommended_profile(db: psycopg.Connection) -> list[tuple[str, str, 
         "select name, label, needs_vector from emem.lookup_registry() where name = any(%s) order by tie_order",
         (names,),
     ).fetchall()
-    assert len(lookups) == len(names) == 6
+    assert len(lookups) == len(names) == 7
     return lookups
 
 
