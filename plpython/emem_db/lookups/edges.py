@@ -83,17 +83,23 @@ def matched_labels(reader: Reader, terms: list[str], namespaced: bool, tags: lis
 
 
 def labels_at_tagged(reader: Reader, labels: list[str], tags: list[str]) -> set[str]:
-    """Which of these labels an edge has that ends at a record holding one of these tags."""
-    rows = reader.execute(
-        "edges.labels_at_tagged",
-        f"""select l.label from pg_catalog.unnest($1::text[]) as l (label)
-            where exists (select 1 from ({fragments.tagged("$2", reader.lanes_sql)}) as t
-                          join emem.edge_labels as el on el.record_id = t.record_id and el.label = l.label
-                          where true{reader.sets.ends_within()})""",
-        ["text[]", "text[]"],
-        [labels, tags],
-    )
-    return {row["label"] for row in rows}
+    """Which of these labels an edge has that ends at a record holding one of these tags: a probe
+    per label (a question's stop-word labels are few), joined on the record and its lane so that a
+    Citus cluster runs it on each shard."""
+    lanes = fragments.in_lanes("rt.lane_name", reader.lanes_sql)
+    return {
+        label
+        for label in labels
+        if reader.execute(
+            "edges.label_at_tagged",
+            f"""select 1 as found from emem.edge_labels as el
+                join emem.record_tags as rt on rt.record_id = el.record_id and rt.lane_name = el.lane_name
+                where el.label = $1 and rt.tag operator(pg_catalog.=) any ($2){lanes}{reader.sets.ends_within()}
+                limit 1""",
+            ["text", "text[]"],
+            [label, tags],
+        )
+    }
 
 
 def edge_match(reader: Reader, terms: list[str], namespaced: bool, tags: list[str]) -> EdgeMatch:
