@@ -7,13 +7,17 @@ import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .analysis import QuestionAnalysis
 from .entry import Backend
 from .merge import Candidate
 from .plans import WHOLE_ON_A_CLUSTER
 from .sets import SetSql
+
+if TYPE_CHECKING:  # the lists and lookups read through a Reader
+    from .lists.base import Size
+    from .lookups.fulltext import TermQueries
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,12 @@ class Reader:
         # Each edge label's ends as counted for this request, with the limit they were counted up
         # to: the lookup, the page and the totals ask for the same count.
         self.counted_ends: dict[str, tuple[int, int]] = {}
+        # What several lookups ask of the same terms, worked out once a request: each term list's
+        # tsqueries, each tsquery's document frequency (with the cap it was counted to), and the
+        # number of records they are frequencies in.
+        self.term_queries: dict[tuple[tuple[str, ...], ...], TermQueries] = {}
+        self.frequencies: dict[tuple[str, int], Size] = {}
+        self.record_count: float | None = None
         # Every statement the lookups, lists and totals ran, in order; `phase` is the lookup (or
         # step of the find) running them.
         self.log: list[Statement] = []

@@ -239,7 +239,7 @@ def fulltext_by_relevance(
     keys = [(n, k, lexeme, len(spelling.split())) for n, k, spelling in spellings for lexeme in spelling.split()]
     lexemes = sorted({lexeme for _, _, lexeme, _ in keys})
     length_factor = (
-        f"{BM25_K1!r} * (1 - {BM25_B!r} + {BM25_B!r} * greatest(m.characters, {BM25_REFERENCE_LENGTH:d})"
+        f"{BM25_K1!r} * (1 - {BM25_B!r} + {BM25_B!r} * greatest(f.characters, {BM25_REFERENCE_LENGTH:d})"
         f" / {BM25_REFERENCE_LENGTH:d}.0)"
     )
     tf = "greatest(coalesce(o.tf, 1), 1)"
@@ -258,28 +258,33 @@ def fulltext_by_relevance(
             where r.content_search operator(pg_catalog.@@)
                   (select emem._tsquery_any(q) from pg_catalog.unnest($9::tsquery[]) as q)
                   {fragments.in_lanes("r.lane_name", reader.lanes_sql)}
-        ), matched as (
-            select f.record_id, f.characters, t.n, t.weight, t.idf, t.narrow
-            from found as f join term as t on f.content_search operator(pg_catalog.@@) t.q
-        ), spelling_occurrences as (
-            -- only the lexemes of narrow terms are kept of each record's text before it is unnested
-            select f.record_id, l.n, l.spelling, pg_catalog.min(pg_catalog.cardinality(o.positions)) as occurrences
-            from found as f
-            cross join lateral pg_catalog.unnest(pg_catalog.ts_filter(
-                pg_catalog.setweight(f.content_search, 'A', $10::text[]), '{{a}}')) as o
-            join spelling_lexeme as l on l.lexeme operator(pg_catalog.=) o.lexeme
-            group by f.record_id, l.n, l.spelling, l.size having pg_catalog.count(*) = l.size
-        ), occurrences as (
-            select record_id, n, pg_catalog.sum(occurrences)::float8 as tf
-            from spelling_occurrences group by record_id, n
         ), scored as (
-            select m.record_id,
-                   pg_catalog.sum(m.weight) as weights,
-                   coalesce(pg_catalog.sum(m.weight) filter (where not m.narrow), 0) as flat,
-                   coalesce(pg_catalog.sum(m.idf * ({tf} * {BM25_K1 + 1!r}) / ({tf} + {length_factor}))
-                                filter (where m.narrow), 0) as bm25
-            from matched as m left join occurrences as o on o.record_id = m.record_id and o.n = m.n
-            group by m.record_id
+            -- per record, a lateral subquery over its own few terms and lexemes: the planner cannot
+            -- know how many records match, and a join between the matches ran in their square
+            select f.record_id, s.weights, s.flat, s.bm25
+            from found as f
+            cross join lateral (
+                select pg_catalog.sum(t.weight) as weights,
+                       coalesce(pg_catalog.sum(t.weight) filter (where not t.narrow), 0) as flat,
+                       coalesce(pg_catalog.sum(t.idf * ({tf} * {BM25_K1 + 1!r}) / ({tf} + {length_factor}))
+                                    filter (where t.narrow), 0) as bm25
+                from term as t
+                left join lateral (
+                    -- only the lexemes of narrow terms are kept of the record's text before it is
+                    -- unnested
+                    select so.n, pg_catalog.sum(so.occurrences)::float8 as tf
+                    from (
+                        select l.n, pg_catalog.min(pg_catalog.cardinality(o.positions)) as occurrences
+                        from pg_catalog.unnest(pg_catalog.ts_filter(
+                            pg_catalog.setweight(f.content_search, 'A', $10::text[]), '{{a}}')) as o
+                        join spelling_lexeme as l on l.lexeme operator(pg_catalog.=) o.lexeme
+                        group by l.n, l.spelling, l.size having pg_catalog.count(*) = l.size
+                    ) as so
+                    group by so.n
+                ) as o on o.n = t.n
+                where f.content_search operator(pg_catalog.@@) t.q
+            ) as s
+            where s.weights is not null
         ), found_scores as (
             select s.record_id, {score} as score from scored as s
         )
@@ -311,6 +316,14 @@ def term_queries(reader: Reader, terms: list[list[str]]) -> TermQueries:
     term, the lexemes of each of its spellings."""
     if not terms:
         return TermQueries([], [])
+    key = tuple(tuple(variants) for variants in terms)
+    if key not in reader.term_queries:  # once a request: the lookups ask for the same terms
+        reader.term_queries[key] = queries_of(reader, terms)
+    return reader.term_queries[key]
+
+
+def queries_of(reader: Reader, terms: list[list[str]]) -> TermQueries:
+    """term_queries' statement."""
     numbers = [n for n, variants in enumerate(terms) for _ in variants]
     texts = [text for variants in terms for text in variants]
     rows = reader.execute(
@@ -389,10 +402,21 @@ def frequency_of(size: Size) -> float:
 def document_frequencies(reader: Reader, queries: list[str], cap: int | None = None) -> Frequencies:
     """The number of records and each term's document frequency. A lexeme common enough to be in
     the column's statistics takes its frequency from them (an estimate); any other term is
-    counted (it is rare, so that is cheap), up to `cap` (Tuning.document_frequency_cap)."""
+    counted (it is rare, so that is cheap), up to `cap` (Tuning.document_frequency_cap). Each is
+    worked out once a request: the lookups ask for the same terms."""
     if not queries:
         return Frequencies(0.0, [])
     cap = reader.tuning.document_frequency_cap if cap is None else cap
+    missing = [query for query in dict.fromkeys(queries) if (query, cap) not in reader.frequencies]
+    if missing or reader.record_count is None:
+        records, sizes = counted_frequencies(reader, missing, cap)
+        reader.record_count = records
+        reader.frequencies.update({(query, cap): size for query, size in zip(missing, sizes, strict=True)})
+    return Frequencies(reader.record_count, [reader.frequencies[(query, cap)] for query in queries])
+
+
+def counted_frequencies(reader: Reader, queries: list[str], cap: int) -> tuple[float, list[Size]]:
+    """document_frequencies' statement: the number of records, and these terms' frequencies."""
     lanes = reader.lanes_sql
     # The column's statistics span every lane: under strict isolation every term is counted in
     # the readable lanes, so that no ranking reflects what other lanes hold.
@@ -431,13 +455,9 @@ def document_frequencies(reader: Reader, queries: list[str], cap: int | None = N
         [counted_queries, cap],
     )[0]
     counted = iter(rows["counted"])
-    return Frequencies(
-        rows["n"],
-        [
-            Size(0, None, share * rows["n"]) if share is not None else counted_size(next(counted), cap)
-            for share in shares
-        ],
-    )
+    return rows["n"], [
+        Size(0, None, share * rows["n"]) if share is not None else counted_size(next(counted), cap) for share in shares
+    ]
 
 
 def counted_size(count: int, cap: int) -> Size:

@@ -120,6 +120,8 @@ def tiered_tags(match: "TagMatch", mode: Mode) -> list[str]:
 
 def build_tags(reader: Reader, match: "TagMatch", terms: list[str], mode: Mode, plan: ListPlan) -> CandidateList:
     """The list a plan chose."""
+    if not (match.tags or match.edges.found):
+        return FetchedList([])
     if plan.kind == "whole":
         return exact_tags(reader, match, terms, mode.by_score)
     whole = whole_match(reader, match)
