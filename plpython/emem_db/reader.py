@@ -20,6 +20,11 @@ if TYPE_CHECKING:  # the lists and lookups read through a Reader
     from .lookups.fulltext import TermQueries
 
 
+# The longest statement text whose plan is kept (a find's own statements are at most about 4,000
+# characters; one with a subquery per term of a long question is about 150 kB of plan per term).
+MAX_KEPT_PLAN_CHARS = 8_000
+
+
 @dataclass(frozen=True)
 class Space:
     space_id: int
@@ -221,6 +226,9 @@ class Reader:
         unless the text holds values (cache=False), which would fill the cache with one plan per
         question."""
         started = time.perf_counter()
+        # A text that grows with the question (a subquery per term) is planned per call beyond
+        # MAX_KEPT_PLAN_CHARS: each length would keep a plan of its own for the backend's life.
+        cache = cache and len(sql) <= MAX_KEPT_PLAN_CHARS
         plan = self.state.plan(sql, types) if cache else self.plpy.prepare(sql, types)
         rows: list[dict[str, Any]] = self.plpy.execute(plan, args)
         self.log.append(Statement(self.phase, name, sql, len(rows), (time.perf_counter() - started) * 1000))

@@ -43,7 +43,10 @@ class Tuning:
     # anchor_frequency, max_anchors and thread_radius were chosen with make eval EVAL_ARGS=--grid;
     # the other three are set by hand and measured on the sessions and records corpora
     # (docs/evaluation.md: a conversation's names are telling at any lift up to 4 there).
+    # Of a long question, the first thread_terms names and thread_terms other words are weighed
+    # (each telling term costs a read of its own; a 10,000-character question holds 1,600).
     anchor_frequency: int = 20
+    thread_terms: int = 16
     thread_term_limit: int = 2_000
     thread_share_lift: float = 2
     anchor_threads: int = 3

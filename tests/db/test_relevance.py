@@ -269,6 +269,52 @@ def test_thread_context_needs_a_name_concentrated_in_its_thread(
     assert ranked(lane, "thread_context", "What did Ottilie say about the lessons?") == []
 
 
+def long_thread(lane: psycopg.Connection, make_role: MakeRole) -> list[int]:
+    """Thread t0's 30 turns each hold the 60 words zq0 to zq59 (each on 30 of 120 records, all in
+    t0: telling of it); three other threads of 30 turns hold none."""
+    one_lane(lane, make_role)
+    words = " ".join(f"zq{i}" for i in range(60))
+    turns = [
+        {
+            "kind": "conversation",
+            "content": f"{words} turn {n}" if thread == "t0" else f"other chat {n}",
+            "thread_id": thread,
+            "thread_position": n,
+            "vector": NEAR if thread == "t0" else FAR,
+        }
+        for thread in ("t0", "t1", "t2", "t3")
+        for n in range(30)
+    ]
+    return put(lane, turns)
+
+
+def cached_plan_bytes(conn: psycopg.Connection) -> int:
+    row = conn.execute(
+        "select coalesce(sum(total_bytes), 0)::bigint from pg_backend_memory_contexts"
+        " where name in ('CachedPlan', 'CachedPlanSource', 'CachedPlanQuery')"
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.corpus(long_thread, read_only=True)
+def test_long_questions_keep_no_plan_per_length(built: list[int], lane: psycopg.Connection) -> None:
+    """thread_context reads each telling term on its own: a question of k such terms kept a plan
+    of about 150 kB a term for the backend's life, one per k, so that a session stepping k up
+    could fill the server's memory. Of a long question it weighs the first Tuning.thread_terms,
+    and a statement text that grows with the question is planned per call."""
+
+    def question(k: int) -> str:
+        return " ".join(f"zq{i}" for i in range(k)) + " turn"
+
+    first = ranked(lane, "thread_context", question(16), NEAR)
+    assert first and set(first) <= set(built[:30])
+    before = cached_plan_bytes(lane)
+    for k in range(20, 61, 4):
+        assert ranked(lane, "thread_context", question(k), NEAR) == first
+    assert cached_plan_bytes(lane) - before < 4 * 1024 * 1024
+
+
 # ---- degraded orders by relevance -------------------------------------------------------------------
 
 

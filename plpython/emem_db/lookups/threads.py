@@ -56,10 +56,11 @@ class Anchor:
 def thread_context(reader: Reader) -> CandidateList:
     analysis, tuning = reader.request.analysis, reader.tuning
     names = list(dict.fromkeys(term_queries(reader, [[term] for term in analysis.unknown_terms]).queries))
+    names = names[: tuning.thread_terms]
     # The other content words: not the names again (as their normal form: `Jonas` and `jona`).
     others = [list(dict.fromkeys(word)) for word in analysis.content_words if word[0] not in analysis.unknown_terms]
     content = term_queries(reader, others).queries
-    words = [query for query in dict.fromkeys(content) if query not in names]
+    words = [query for query in dict.fromkeys(content) if query not in names][: tuning.thread_terms]
     found = document_frequencies(reader, names + words)
     idf = [inverse_document_frequency(found.records, df) for df in found.frequencies]
     frequencies = found.frequencies[: len(names)]
