@@ -54,7 +54,7 @@ class QuestionAnalysis:
     content_words: every token that is not a stop word nor in NOT_SEARCHED, as typed, with its
         normalised term (full text over all content words searches both).
     stop_words: the question's stop words, which match only labels made of stop words (edge labels
-        only beside a tag the question matches: lookups.edges.matched_labels).
+        only beside a tag the question matches: lookups.edges.grammar).
     """
 
     terms: tuple[str, ...]

@@ -3,7 +3,7 @@
 STOP_WORDS: English stop words (the list nltk's `stopwords` corpus ships, which Debian does not
 package). They are dropped from questions and labels, except that a label made of nothing else
 (`won`, `to do`) keeps them, and a question's stop words can match such a label (an edge's only
-beside a tag the question matches: lookups.edges.matched_labels).
+beside a tag the question matches: lookups.edges.grammar).
 
 NOT_SEARCHED: words beside the stop words that are never full-text terms, although WordNet does
 not know most of them (so they would pass for rare names): modal and auxiliary verbs, question

@@ -3,6 +3,7 @@ tag vocabulary and the edge labels store, what the tag lookups find, and the upg
 recomputes the terms stored by an earlier release."""
 
 import json
+from collections.abc import Callable
 
 import psycopg
 import pytest
@@ -140,6 +141,46 @@ def test_a_questions_stop_words_match_a_tag_of_stop_words_never_a_relation(
     # The seed's tags lookup asks for the tag's namespace (`client`); the opt-in one does not.
     by_name_alone = about_the_client if profile == "tags_by_terms" else set()
     assert found(db, "What do we know about Kestrel?", profile) == by_name_alone
+
+
+def calls_about_clients(db: psycopg.Connection, make_role: MakeRole) -> tuple[dict[str, int], dict[str, str]]:
+    """Lane a: clients Kestrel, Wren, Osprey and Heron, a call `about` each of the first two; lane
+    h: another Osprey and a note `about` it. An agent's role per profile (tags, tags_by_terms)
+    that reads lane a only."""
+    for lane in ("a", "h"):
+        db.execute("select emem.create_lane(%s)", (lane,))
+    names = ["kestrel", "wren", "osprey", "heron"]
+    clients = [{"kind": "entity", "content": f"{name.title()} Ltd", "tags": [f"client:{name}"]} for name in names]
+    calls = [{"content": "Call one: they want a second site."}, {"content": "Call two: pricing."}]
+    ids = dict(zip([*names, "call_kestrel", "call_wren"], put(db, clients + calls, lane="a"), strict=True))
+    hidden = [{"kind": "entity", "content": "Osprey", "tags": ["client:osprey"]}, {"content": "a note"}]
+    ids.update(zip(["hidden_osprey", "hidden_note"], put(db, hidden, lane="h"), strict=True))
+    for call, client in (("call_kestrel", "kestrel"), ("call_wren", "wren"), ("hidden_note", "hidden_osprey")):
+        db.execute("select emem.link_records(%s, %s, 'about')", (ids[call], ids[client]))
+    roles = {}
+    for profile in ("tags", "tags_by_terms"):
+        db.execute("select emem.create_agent_profile(%s, array['a'])", (f"reads_a_{profile}",))
+        db.execute("select emem.set_agent_setting(%s, 'emem.pipeline_profile', %s)", (f"reads_a_{profile}", profile))
+        roles[profile] = make_role(f"agent_{profile}", f"reads_a_{profile}")
+    return ids, roles
+
+
+@pytest.mark.corpus(calls_about_clients, read_only=True)
+@pytest.mark.parametrize("profile", ["tags", "tags_by_terms"])
+def test_a_stop_word_relation_brings_only_its_edges_at_the_named_record(
+    built: tuple[dict[str, int], dict[str, str]], db: psycopg.Connection, dsn: Callable[..., str], profile: str
+) -> None:
+    """A question's "about" brings the `about` edges of the client it names, not every edge of
+    that name; and a hidden record's edge does not decide which readable edges an agent gets."""
+    ids, roles = built
+    question = "What do we know about the client {}?"
+    assert found(db, question.format("Kestrel"), profile) == {ids["kestrel"], ids["call_kestrel"]}
+    owner_osprey = {ids["osprey"], ids["hidden_osprey"], ids["hidden_note"]}
+    assert found(db, question.format("Osprey"), profile) == owner_osprey
+    with psycopg.connect(dsn(roles[profile]), autocommit=True) as agent:
+        for name in ("osprey", "heron"):
+            rows = record_ids(envelope(agent, question.format(name.title()), None, 1, 100))
+            assert set(rows) == {ids[name]}
 
 
 @LABELS

@@ -46,8 +46,11 @@ class EdgeMatch:
     namespaced: bool
     # The matched labels holding each broad term.
     broad_labels: list[list[str]] = field(default_factory=list)
-    # Every matched label (of any term).
+    # Every matched label (of any term) but those of stop words only: their edges count only at
+    # `grammar_records`, records holding a matched tag (see grammar).
     labels: list[str] = field(default_factory=list)
+    grammar_labels: list[str] = field(default_factory=list)
+    grammar_records: list[int] = field(default_factory=list)
 
     @property
     def found(self) -> bool:
@@ -58,13 +61,9 @@ class EdgeMatch:
         return Size.of_union([Size.exactly(len(self.narrow_endpoints)), *self.broad_sizes])
 
 
-def matched_labels(reader: Reader, terms: list[str], namespaced: bool, tags: list[str]) -> dict[str, frozenset[str]]:
+def matched_labels(reader: Reader, terms: list[str], namespaced: bool) -> dict[str, frozenset[str]]:
     """The labels of the vocabulary the question's terms match, with their terms (within lanes:
-    the labels of those lanes' edges). A label made of stop words only counts where an edge of it
-    ends at a record holding one of the matched `tags`: a question's "about" or "with" is grammar
-    unless it relates what the question names ("What do we know about Kestrel?": the edges `about`
-    the record tagged `kestrel`), so that a relation named by a stop word does not bring every
-    edge of that name."""
+    the labels of those lanes' edges), those made of stop words only among them (see grammar)."""
     rows = reader.execute(
         "edges.matched_labels",
         f"""select distinct v.label, v.label_terms from emem.edge_label_vocabulary as v
@@ -73,53 +72,68 @@ def matched_labels(reader: Reader, terms: list[str], namespaced: bool, tags: lis
         ["text[]"],
         [terms],
     )
-    labels = {row["label"]: frozenset(row["label_terms"]) for row in rows}
+    return {row["label"]: frozenset(row["label_terms"]) for row in rows}
+
+
+def grammar(reader: Reader, labels: dict[str, frozenset[str]]) -> list[str]:
+    """The matched labels made of the question's stop words only. A question's "about" or "with"
+    is grammar unless it relates what the question names ("What do we know about Kestrel?": the
+    edges `about` the record tagged `kestrel`): such a label counts only for its edges at a record
+    holding a tag the question matches (grammar_edges), never for every edge of that name."""
     stop_words = frozenset(reader.request.analysis.stop_words)
-    grammar = sorted(label for label, held in labels.items() if held <= stop_words)
-    if not grammar:
-        return labels
-    named = labels_at_tagged(reader, grammar, tags) if tags else set()
-    return {label: held for label, held in labels.items() if label in named or label not in grammar}
+    return sorted(label for label, held in labels.items() if held <= stop_words)
 
 
-def labels_at_tagged(reader: Reader, labels: list[str], tags: list[str]) -> set[str]:
-    """Which of these labels an edge has that ends at a record holding one of these tags: a probe
-    per label (a question's stop-word labels are few), joined on the record and its lane so that a
-    Citus cluster runs it on each shard."""
+def grammar_edges(reader: Reader, labels: list[str], tags: list[str]) -> list[tuple[int, int]]:
+    """The edges (record, far record) with one of these labels at a record holding one of these
+    tags, in record-id order, at most probed_limit of them (each brings both its ends)."""
+    if not (labels and tags):
+        return []
     lanes = fragments.in_lanes("rt.lane_name", reader.lanes_sql)
-    return {
-        label
-        for label in labels
-        if reader.execute(
-            "edges.label_at_tagged",
-            f"""select 1 as found from emem.edge_labels as el
-                join emem.record_tags as rt on rt.record_id = el.record_id and rt.lane_name = el.lane_name
-                where el.label = $1 and rt.tag operator(pg_catalog.=) any ($2){lanes}{reader.sets.ends_within()}
-                limit 1""",
-            ["text", "text[]"],
-            [label, tags],
-        )
-    }
+    rows = reader.execute(
+        "edges.grammar_edges",
+        f"""select el.record_id, el.far_record_id from emem.edge_labels as el
+            join emem.record_tags as rt on rt.record_id = el.record_id and rt.lane_name = el.lane_name
+            where el.label operator(pg_catalog.=) any ($1) and rt.tag operator(pg_catalog.=) any ($2)
+                  {lanes}{reader.sets.ends_within()}
+            group by el.record_id, el.far_record_id
+            order by el.record_id, el.far_record_id limit $3""",
+        ["text[]", "text[]", "bigint"],
+        [labels, tags, reader.probed_limit],
+    )
+    return [(row["record_id"], row["far_record_id"]) for row in rows]
 
 
 def edge_match(reader: Reader, terms: list[str], namespaced: bool, tags: list[str]) -> EdgeMatch:
     """The matched labels (`tags`: the tags the terms match), and each term's ends counted up to
-    probed_limit + 1 (a term whose labels end no record any more is not matched)."""
-    labels = matched_labels(reader, terms, namespaced, tags)
+    probed_limit + 1 (a term whose labels end no record any more is not matched). A label of stop
+    words only brings the ends of its edges at the matched tags' records (grammar), as a narrow
+    term."""
+    found = matched_labels(reader, terms, namespaced)
+    stop_labels = grammar(reader, found)
+    labels = {label: held for label, held in found.items() if label not in stop_labels}
+    at_tags = grammar_edges(reader, stop_labels, tags)
     holding = {term: sorted(label for label, held in labels.items() if term in held) for term in terms}
     limit = reader.probed_limit
     counted = {term: ends_up_to(reader, held, limit + 1) for term, held in holding.items() if held}
     narrow = [term for term in terms if 0 < counted.get(term, 0) <= limit]
     broad = [term for term in terms if counted.get(term, 0) > limit]
-    narrow_labels = sorted({label for term in narrow for label in holding[term]})
+    if at_tags:
+        stop_terms = frozenset().union(*(found[label] for label in stop_labels))
+        narrow += [term for term in terms if term in stop_terms and term not in narrow + broad]
+    narrow_labels = sorted({label for term in narrow for label in holding.get(term, [])})
+    endpoints = set(label_ends(reader, narrow_labels)) if narrow_labels else set()
+    endpoints.update(record for edge in at_tags for record in edge)
     return EdgeMatch(
         narrow,
-        label_ends(reader, narrow_labels) if narrow_labels else [],
+        sorted(endpoints),
         broad,
         [Size(counted[term]) for term in broad],
         namespaced,
         [holding[term] for term in broad],
         sorted(label for label in labels if any(label in holding[term] for term in narrow + broad)),
+        stop_labels if at_tags else [],
+        sorted({record for record, _ in at_tags}),
     )
 
 
@@ -225,6 +239,15 @@ def far_tag_part(edges: EdgeMatch, tag: str, score_key: Any) -> Part:
     and the far ends of a narrowly tagged record, are read whole), so the part is only probed: its
     size is unknown, and a tier walks one of its edge parts instead."""
     return Part(FarTagged(tuple(edges.labels), (tag,)), Size(0), score_key)
+
+
+def grammar_edge_rows(reader: Reader, labels: str, records: str) -> str:
+    """The rows (record_id, label_terms, far_record_id) of both ends of each edge with one of the
+    stop-word labels (an array's SQL) at one of the records holding a matched tag (likewise)."""
+    return f"""select el.record_id, el.label_terms, el.far_record_id from emem.edge_labels as el
+               where el.label operator(pg_catalog.=) any ({labels})
+                 and (el.record_id operator(pg_catalog.=) any ({records})
+                      or el.far_record_id operator(pg_catalog.=) any ({records})){reader.sets.ends_within()}"""
 
 
 def visible_ends(reader: Reader, record_id: str, labels: str, lanes: str, lane: str) -> str:

@@ -26,6 +26,8 @@ from ..lookups.edges import (
     edge_match,
     edge_part,
     far_tag_part,
+    grammar,
+    grammar_edge_rows,
     linked_ends,
     matched_labels,
     visible_ends,
@@ -205,7 +207,7 @@ def matched_tags(reader: Reader, terms: list[str], namespaced: bool) -> tuple[li
 def exact_tags(reader: Reader, match: TagMatch, terms: list[str], by_terms: bool) -> CandidateList:
     """Every tag and edge candidate in the list's order: by distance, or by matched terms first."""
     if not (by_terms or reader.degraded):
-        return tags_by_distance(reader, match.tags, match.edges.labels)
+        return tags_by_distance(reader, match.tags, match.edges)
     return scored_tags(reader, match, terms)
 
 
@@ -235,10 +237,14 @@ def scored_tags(
     # few rows, hashed. The whole match joins its far ends to the tags; a tiered list's exact part
     # probes each far end (its few ends could seem many to the planner, which would then read every
     # matched tag).
+    # The edges of a stop-word label count only at the records holding a matched tag ($6, $7).
+    grammar_rows = grammar_edge_rows(reader, "$6", "$7")
     if within is None:
         records = f"""
             edge_ends (record_id, terms, far_end) as (
                 {reader.sets.matched_edge_rows("$2")}
+                union all
+                {grammar_rows}
             ), tagged (record_id, terms, rarity) as (
                 select rt.record_id, mt.terms, tc.rarity
                 from tag_rarity as tc
@@ -260,6 +266,8 @@ def scored_tags(
                 select n.record_id, e.label_terms, e.far_record_id
                 from narrow as n
                 cross join lateral {reader.sets.edges_at("n.record_id", "$2")} as e
+                union all
+                {grammar_rows}
             ), tagged (record_id, terms, rarity) as (
                 select n.record_id, mt.terms, tc.rarity
                 from narrow as n
@@ -299,26 +307,30 @@ def scored_tags(
         reader,
         "tags.scored_tags",
         sql,
-        ["text[]", "text[]", "text[]", "float8[]", "bigint[]"],
+        ["text[]", "text[]", "text[]", "float8[]", "bigint[]", "text[]", "bigint[]"],
         [
             match.tags,
             match.edges.labels,
             narrow_tags,
             [rarity(reader, count) for count in match.counts],
             narrow_endpoints,
+            match.edges.grammar_labels,
+            match.edges.grammar_records,
         ],
     )
 
 
-def tags_by_distance(reader: Reader, tags: list[str], labels: list[str]) -> FetchedList:
+def tags_by_distance(reader: Reader, tags: list[str], edges: EdgeMatch) -> FetchedList:
     """The seed's order with a vector needs no matched terms: the candidates, then their distances."""
     rows = reader.execute(
         "tags.tags_by_distance",
         f"""{fragments.tagged("$1", reader.lanes_sql)}
             union
-            select ends.record_id from ({reader.sets.matched_edge_rows("$2")}) as ends""",
-        ["text[]", "text[]"],
-        [tags, labels],
+            select ends.record_id from ({reader.sets.matched_edge_rows("$2")}) as ends
+            union
+            select ends.record_id from ({grammar_edge_rows(reader, "$3", "$4")}) as ends""",
+        ["text[]", "text[]", "text[]", "bigint[]"],
+        [tags, edges.labels, edges.grammar_labels, edges.grammar_records],
     )
     return FetchedList(reader.by_distance(row["record_id"] for row in rows))
 
@@ -400,18 +412,31 @@ def visible_members(reader: Reader, record_ids: list[int], lanes: list[str], nam
     matched tag, or a matched edge both of whose ends lie in those lanes."""
     terms = list(reader.request.analysis.terms_for_labels)
     lanes_sql = quoted_array(reader.plpy, lanes, "text") if lanes else "array[]::text[]"
-    labels = sorted(matched_labels(reader, terms, namespaced, matched_tags(reader, terms, namespaced)[0]))
+    found = matched_labels(reader, terms, namespaced)
+    stop_labels = grammar(reader, found)
+    labels = sorted(label for label in found if label not in stop_labels)
     tag_within = fragments.labels_within("v.tag_terms", "$2", "v.namespace_terms" if namespaced else None)
+
+    def holds_a_matched_tag(record: str, lane: str) -> str:
+        return f"""exists (select 1 from emem.record_tags as rt
+                           join emem.tag_vocabulary as v on v.lane_name = rt.lane_name and v.tag = rt.tag
+                           where rt.lane_name = {lane} and rt.record_id = {record} and {tag_within})"""
+
+    # A stop-word label's edge counts where its other end holds a matched tag and may be read.
+    grammar_edge = f"""exists (select 1 from emem.edge_labels as el
+                               where el.lane_name = r.lane_name and el.record_id = r.record_id
+                                 and el.label operator(pg_catalog.=) any ($4)
+                                 {fragments.in_lanes("el.far_lane_name", lanes_sql)}
+                                 and {holds_a_matched_tag("el.far_record_id", "el.far_lane_name")})"""
     rows = reader.execute(
         "tags.visible_members",
         f"""select r.record_id as id from emem.records as r
             where r.record_id operator(pg_catalog.=) any ($1)
-              and (exists (select 1 from emem.record_tags as rt
-                           join emem.tag_vocabulary as v on v.lane_name = rt.lane_name and v.tag = rt.tag
-                           where rt.lane_name = r.lane_name and rt.record_id = r.record_id and {tag_within})
-                   or {visible_ends(reader, "r.record_id", "$3", lanes_sql, "r.lane_name")})""",
-        ["bigint[]", "text[]", "text[]"],
-        [record_ids, terms, labels],
+              and ({holds_a_matched_tag("r.record_id", "r.lane_name")}
+                   or {visible_ends(reader, "r.record_id", "$3", lanes_sql, "r.lane_name")}
+                   or {grammar_edge})""",
+        ["bigint[]", "text[]", "text[]", "text[]"],
+        [record_ids, terms, labels, stop_labels],
         cache=False,
     )
     return {row["id"] for row in rows}
