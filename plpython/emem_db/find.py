@@ -413,7 +413,7 @@ def statements_of(reader: Reader, phase: str) -> list[dict[str, Any]]:
 def exact_heads(lists: dict[str, CandidateList], head_limit: int) -> dict[str, int]:
     """How many leading records of each exact_head lookup's list the merge places first: its top
     score level, when at most head_limit records hold it."""
-    heads = {name: candidates.head_size() for name, candidates in lists.items() if BY_NAME[name].exact_head}
+    heads = {name: candidates.head_size(head_limit) for name, candidates in lists.items() if BY_NAME[name].exact_head}
     return {name: head for name, head in heads.items() if 0 < head <= head_limit}
 
 

@@ -335,6 +335,29 @@ def test_in_strict_isolation_a_flood_does_not_push_readable_records_off_the_page
     probe("flood", 2)
 
 
+def test_in_strict_isolation_a_crowded_neighbourhood_still_gives_the_nearest_readable_vectors(
+    db: psycopg.Connection, built: dict[str, Any], dsn: Callable[..., str]
+) -> None:
+    """Another lane's near-duplicates of the question vector fill the filtered HNSW scan's budget
+    (hnsw.max_scan_tuples) before it reaches a readable vector: the scan comes back short, and
+    the lookup reads the readable lanes exactly instead of answering with nothing (which would
+    tell where other lanes' vectors lie)."""
+    db.execute("select emem.set_agent_setting('agent', 'emem.lane_isolation', 'strict')")
+    flood(db)
+    readable = {
+        row[0] for row in db.execute("select record_id from emem.record_vectors where lane_name in ('own', 'shared')")
+    }
+    # the HNSW index (a table this small is otherwise sorted whole), and a budget the flood fills
+    for setting in ("enable_seqscan = off", "enable_sort = off", "hnsw.max_scan_tuples = 50"):
+        db.execute(f"alter database {db.info.dbname} set {setting}")
+    with psycopg.connect(dsn(built["agent"]), autocommit=True) as agent:
+        rows = envelope(agent, "apollo project meeting")["rows"]
+    for setting in ("enable_seqscan", "enable_sort", "hnsw.max_scan_tuples"):
+        db.execute(f"alter database {db.info.dbname} reset {setting}")
+    assert {row["record_id"] for row in rows if "record_vectors" in row["found_by"]} == readable
+    probe("strict isolation (crowded vectors)")
+
+
 # ---- writes ------------------------------------------------------------------------------------------
 
 

@@ -4,6 +4,7 @@ recomputes the terms stored by an earlier release."""
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 import psycopg
 import pytest
@@ -150,10 +151,13 @@ def calls_about_clients(db: psycopg.Connection, make_role: MakeRole) -> tuple[di
     for lane in ("a", "h"):
         db.execute("select emem.create_lane(%s)", (lane,))
     names = ["kestrel", "wren", "osprey", "heron"]
-    clients = [{"kind": "entity", "content": f"{name.title()} Ltd", "tags": [f"client:{name}"]} for name in names]
+    clients: list[dict[str, Any]] = [
+        {"kind": "entity", "content": f"{name.title()} Ltd", "tags": [f"client:{name}"]} for name in names
+    ]
     calls = [{"content": "Call one: they want a second site."}, {"content": "Call two: pricing."}]
     ids = dict(zip([*names, "call_kestrel", "call_wren"], put(db, clients + calls, lane="a"), strict=True))
-    hidden = [{"kind": "entity", "content": "Osprey", "tags": ["client:osprey"]}, {"content": "a note"}]
+    hidden: list[dict[str, Any]] = [{"kind": "entity", "content": "Osprey", "tags": ["client:osprey"]}]
+    hidden.append({"content": "a note"})
     ids.update(zip(["hidden_osprey", "hidden_note"], put(db, hidden, lane="h"), strict=True))
     for call, client in (("call_kestrel", "kestrel"), ("call_wren", "wren"), ("hidden_note", "hidden_osprey")):
         db.execute("select emem.link_records(%s, %s, 'about')", (ids[call], ids[client]))

@@ -203,3 +203,52 @@ def test_degraded_full_text_is_by_terms_matched_then_bm25(db: psycopg.Connection
     ]
     assert keys == sorted(keys) and keys[0][0] == -2 and len(rows) > EXACT_CANDIDATES
     assert [key[2] for key in keys] != sorted(key[2] for key in keys)  # not by record id
+
+
+def two_broad_tags(db: psycopg.Connection, make_role: MakeRole) -> None:
+    """Tags alpha and beta on 1,700 records each, three records holding both."""
+    rng = random.Random(5)
+    db.execute("select emem.create_lane('l')")
+    db.execute("select emem.create_embedding_space('m', 4, null, true)")
+    items = [
+        {
+            "kind": "note",
+            "lane": "l",
+            "content": f"note {i}",
+            "tags": ["alpha", "beta"] if i < 3 else ["alpha" if i % 2 else "beta"],
+            "vector": unit(*[rng.uniform(-1, 1) for _ in range(4)]),
+        }
+        for i in range(3403)
+    ]
+    db.execute("select count(*) from emem.put_records(%s)", (json.dumps(items),))
+
+
+def with_tuning(db: psycopg.Connection, **changes: int) -> None:
+    """This backend's lookups run with these Tuning fields changed."""
+    db.execute("select emem.analyse_question('x')")  # the backend's state exists from here on
+    db.execute(
+        "do $$ import dataclasses, json; state = GD['emem_db'];"
+        f" state.tuning = dataclasses.replace(state.tuning, **json.loads({json.dumps(changes)!r})) $$"
+        " language plpython3u"
+    )
+
+
+@pytest.mark.corpus(two_broad_tags, read_only=True)
+@pytest.mark.parametrize("vector", [VECTOR, None], ids=["vector", "degraded"])
+def test_a_tiny_top_tier_is_an_exact_head_as_in_the_whole_reading(db: psycopg.Connection, vector: str | None) -> None:
+    """The three records holding both broad tags are the top score of tags_by_terms: read in
+    tiers (their combination of broad tags is a tier) or whole, they are its exact head and lead
+    the page. (A tiered list once had no head when a tier held its top score, so that whether a
+    page began with them followed the plan, which follows the table's size across all lanes.)"""
+    with_tuning(db, exact_candidates=500)
+    profile = "record_vectors:30, tags_by_terms:35"
+    tiered = answers(db, profile, "alpha beta", vector)
+    whole_reading(db)
+    assert answers(db, profile, "alpha beta", vector) == tiered
+    explained = scalar(db, "select emem.e_gather_explain('alpha beta', %s::vector, 1, 30)", (vector,))
+    assert explained["lookups"]["tags_by_terms"]["exact_head"] == 3
+    both = {
+        row[0]
+        for row in db.execute("select record_id from emem.records where content in ('note 0', 'note 1', 'note 2')")
+    }
+    assert {r["record_id"] for r in explained["rows"][:3]} == both

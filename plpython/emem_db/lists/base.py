@@ -118,10 +118,10 @@ class CandidateList(ABC):
     def counting(self) -> Counting:
         """What the totals count of this list."""
 
-    def head_size(self) -> int:
-        """How many leading candidates share the list's top score, when records at hand hold it
-        (0: a list not ordered by a score, an empty one, or one whose top score a broad part
-        holds). The merge may place such a head first (registry.Lookup.exact_head)."""
+    def head_size(self, limit: int) -> int:
+        """How many leading candidates share the list's top score, counted up to limit + 1 (0: a
+        list not ordered by a score, or an empty one): the same however the list reads its match.
+        The merge may place a head of at most `limit` first (registry.Lookup.exact_head)."""
         return 0
 
     def describe(self) -> dict[str, Any]:

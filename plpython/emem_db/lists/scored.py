@@ -63,8 +63,8 @@ class ScoredList(WholeList):
         start, end = len(self.loaded), self.level_end(min(count, len(self.record_ids)) - 1)
         self.loaded += self.reader.with_distances(self.record_ids[start:end], self.levels[start:end])
 
-    def head_size(self) -> int:
-        return self.level_end(0) if self.record_ids else 0
+    def head_size(self, limit: int) -> int:
+        return min(self.level_end(0), limit + 1) if self.record_ids else 0
 
     def level_end(self, start: int) -> int:
         """Where the score level of the record at `start` ends."""

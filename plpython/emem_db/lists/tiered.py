@@ -120,12 +120,18 @@ class TieredList(CandidateList):
     def counting(self) -> Counting:
         return self.whole.counting()
 
-    def head_size(self) -> int:
-        """The scored records' top level, unless a tier (broad) scores as high."""
-        top_tier = max((level for level, _ in self.tiers), default=None)
-        if not len(self.scored) or (top_tier is not None and top_tier >= self.scored.levels[0]):
+    def head_size(self, limit: int) -> int:
+        """The scored records and the tiers at the top score, each tier counted up to what is left
+        of limit + 1."""
+        levels = [level for level, _ in self.tiers] + list(self.scored.levels[:1])
+        if not levels:
             return 0
-        return self.scored.head_size()
+        top = max(levels)
+        held = self.scored.head_size(limit) if len(self.scored) and self.scored.levels[0] == top else 0
+        for level, tier in self.tiers:
+            if level == top and held <= limit:
+                held += tier.count_up_to(limit + 1 - held)
+        return min(held, limit + 1)
 
     def describe(self) -> dict[str, Any]:
         return {
