@@ -32,12 +32,17 @@ def tags_of(i: int) -> list[str]:
     )
 
 
+def lane_and_space(db: psycopg.Connection) -> None:
+    """Lane l and an active space of 4 dimensions."""
+    db.execute("select emem.create_lane('l')")
+    db.execute("select emem.create_embedding_space('m', 4, null, true)")
+
+
 def tiers(db: psycopg.Connection, make_role: MakeRole) -> None:
     """Two broad tags and a broad term over near-duplicates, narrow tags and terms, edges, and
     records without a vector (which go last in their tier)."""
     rng = random.Random(11)
-    db.execute("select emem.create_lane('l')")
-    db.execute("select emem.create_embedding_space('m', 4, null, true)")
+    lane_and_space(db)
     items = [
         {
             "kind": "note",
@@ -208,8 +213,7 @@ def test_degraded_full_text_is_by_terms_matched_then_bm25(db: psycopg.Connection
 def two_broad_tags(db: psycopg.Connection, make_role: MakeRole) -> None:
     """Tags alpha and beta on 1,700 records each, three records holding both."""
     rng = random.Random(5)
-    db.execute("select emem.create_lane('l')")
-    db.execute("select emem.create_embedding_space('m', 4, null, true)")
+    lane_and_space(db)
     items = [
         {
             "kind": "note",
