@@ -51,6 +51,8 @@ class EdgeMatch:
     labels: list[str] = field(default_factory=list)
     grammar_labels: list[str] = field(default_factory=list)
     grammar_records: list[int] = field(default_factory=list)
+    # Both ends of those edges.
+    grammar_ends: list[int] = field(default_factory=list)
 
     @property
     def found(self) -> bool:
@@ -134,6 +136,7 @@ def edge_match(reader: Reader, terms: list[str], namespaced: bool, tags: list[st
         sorted(label for label in labels if any(label in holding[term] for term in narrow + broad)),
         stop_labels if at_tags else [],
         sorted({record for record, _ in at_tags}),
+        sorted({record for edge in at_tags for record in edge}),
     )
 
 
@@ -241,11 +244,13 @@ def far_tag_part(edges: EdgeMatch, tag: str, score_key: Any) -> Part:
     return Part(FarTagged(tuple(edges.labels), (tag,)), Size(0), score_key)
 
 
-def grammar_edge_rows(reader: Reader, labels: str, records: str) -> str:
+def grammar_edge_rows(reader: Reader, labels: str, records: str, ends: str) -> str:
     """The rows (record_id, label_terms, far_record_id) of both ends of each edge with one of the
-    stop-word labels (an array's SQL) at one of the records holding a matched tag (likewise)."""
+    stop-word labels at one of the records holding a matched tag (EdgeMatch.grammar_*, as arrays'
+    SQL), probed by their ends (a label's rows could be many)."""
     return f"""select el.record_id, el.label_terms, el.far_record_id from emem.edge_labels as el
-               where el.label operator(pg_catalog.=) any ({labels})
+               where el.record_id operator(pg_catalog.=) any ({ends})
+                 and el.label operator(pg_catalog.=) any ({labels})
                  and (el.record_id operator(pg_catalog.=) any ({records})
                       or el.far_record_id operator(pg_catalog.=) any ({records})){reader.sets.ends_within()}"""
 

@@ -237,8 +237,8 @@ def scored_tags(
     # few rows, hashed. The whole match joins its far ends to the tags; a tiered list's exact part
     # probes each far end (its few ends could seem many to the planner, which would then read every
     # matched tag).
-    # The edges of a stop-word label count only at the records holding a matched tag ($6, $7).
-    grammar_rows = grammar_edge_rows(reader, "$6", "$7")
+    # The edges of a stop-word label count only at the records holding a matched tag ($6 to $8).
+    grammar_rows = grammar_edge_rows(reader, "$6", "$7", "$8")
     if within is None:
         records = f"""
             edge_ends (record_id, terms, far_end) as (
@@ -307,7 +307,7 @@ def scored_tags(
         reader,
         "tags.scored_tags",
         sql,
-        ["text[]", "text[]", "text[]", "float8[]", "bigint[]", "text[]", "bigint[]"],
+        ["text[]", "text[]", "text[]", "float8[]", "bigint[]", "text[]", "bigint[]", "bigint[]"],
         [
             match.tags,
             match.edges.labels,
@@ -316,6 +316,7 @@ def scored_tags(
             narrow_endpoints,
             match.edges.grammar_labels,
             match.edges.grammar_records,
+            match.edges.grammar_ends,
         ],
     )
 
@@ -328,9 +329,9 @@ def tags_by_distance(reader: Reader, tags: list[str], edges: EdgeMatch) -> Fetch
             union
             select ends.record_id from ({reader.sets.matched_edge_rows("$2")}) as ends
             union
-            select ends.record_id from ({grammar_edge_rows(reader, "$3", "$4")}) as ends""",
-        ["text[]", "text[]", "text[]", "bigint[]"],
-        [tags, edges.labels, edges.grammar_labels, edges.grammar_records],
+            select pg_catalog.unnest($3::bigint[])""",
+        ["text[]", "text[]", "bigint[]"],
+        [tags, edges.labels, edges.grammar_ends],
     )
     return FetchedList(reader.by_distance(row["record_id"] for row in rows))
 
