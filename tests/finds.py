@@ -1,5 +1,6 @@
 """Asking emem in the tests: a find's envelope and explain, as the SQL API gives them."""
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,3 +46,13 @@ def explain(
 def record_ids(found: dict[str, Any]) -> list[int]:
     """The records of a page, in their order."""
     return [row["record_id"] for row in found["rows"]]
+
+
+def with_tuning(conn: psycopg.Connection, **changes: int) -> None:
+    """This backend's lookups run with these Tuning fields changed (emem_db.tuning.Tuning)."""
+    conn.execute("select emem.analyse_question('x')")  # the backend's state exists from here on
+    conn.execute(
+        "do $$ import dataclasses, json; state = GD['emem_db'];"
+        f" state.tuning = dataclasses.replace(state.tuning, **json.loads({json.dumps(changes)!r})) $$"
+        " language plpython3u"
+    )

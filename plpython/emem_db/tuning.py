@@ -65,6 +65,9 @@ class Tuning:
     # keys are on 1 to 3 records) and the own corpus's vendor questions (a name on 11) unchanged.
     link_anchor_frequency: int = 5
     max_linked: int = 200
+    # Of a hub anchor (an entity on 100,000 edges), its first max_anchor_links links by record id
+    # are measured: a distance each is what a find pays.
+    max_anchor_links: int = 2_000
     # neighbours_of_hits (lookups.neighbours): the neighbour_anchors most telling anchors (as
     # linked_records', in no thread, with a vector) each bring the nearest neighbours_per_anchor
     # records in a thread among their neighbour_scan nearest records (one HNSW scan each).

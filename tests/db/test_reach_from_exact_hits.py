@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import psycopg
 import pytest
 from databases import MakeRole
-from finds import envelope, explain, record_ids
+from finds import envelope, explain, record_ids, with_tuning
 from writes import put
 
 from emem_db.registry import BY_NAME, SEED_WEIGHTS
@@ -125,6 +125,13 @@ def test_linked_records_orders_by_the_anchors_rarity_then_distance(books: Ledger
     assert ranked(db, QUESTION, NEAR) == [books.approval, books.order, books.memo]
     assert ranked(db, QUESTION, MIDDLE) == [books.order, books.approval, books.memo]
     assert ranked(db, QUESTION, None) == [books.order, books.approval, books.memo]
+
+
+def test_linked_records_measures_a_hubs_first_links_only(books: Ledger, db: psycopg.Connection) -> None:
+    """Of an anchor on more than Tuning.max_anchor_links edges, its first links by record id are
+    measured (each costs a distance): here one, the invoice's order (its approval comes later)."""
+    with_tuning(db, max_anchor_links=1)
+    assert set(ranked(db, QUESTION, NEAR)) == {books.order, books.memo}
 
 
 def test_linked_records_needs_a_rare_term(books: Ledger, db: psycopg.Connection) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 from databases import MakeRole
+from finds import with_tuning
 from queries import scalar
 from vectors import unit
 
@@ -225,16 +226,6 @@ def two_broad_tags(db: psycopg.Connection, make_role: MakeRole) -> None:
         for i in range(3403)
     ]
     db.execute("select count(*) from emem.put_records(%s)", (json.dumps(items),))
-
-
-def with_tuning(db: psycopg.Connection, **changes: int) -> None:
-    """This backend's lookups run with these Tuning fields changed."""
-    db.execute("select emem.analyse_question('x')")  # the backend's state exists from here on
-    db.execute(
-        "do $$ import dataclasses, json; state = GD['emem_db'];"
-        f" state.tuning = dataclasses.replace(state.tuning, **json.loads({json.dumps(changes)!r})) $$"
-        " language plpython3u"
-    )
 
 
 @pytest.mark.corpus(two_broad_tags, read_only=True)

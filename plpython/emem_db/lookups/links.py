@@ -9,7 +9,7 @@ takes the records holding one of the question's rare full-text terms (on at most
 Tuning.link_anchor_frequency records) that end an edge as anchors, the most telling first (summed IDF
 of the rare terms they hold, at most Tuning.max_anchors), and brings the records at the other end
 of their edges, either direction: by the best anchor's IDF, then distance (degraded: record id),
-at most Tuning.max_linked of them.
+at most Tuning.max_linked of them, from at most Tuning.max_anchor_links links of each anchor.
 
 An edge counts only when both its ends lie in the lanes read (an edge carries the secrecy of both
 its ends): within lanes (strict isolation) the statement keeps to them; under the page filter
@@ -70,12 +70,17 @@ def linked_sql(reader: Reader) -> str:
     )
     return f"""
         with anchor as ({anchors_sql(reader, reader.lanes_sql)}
-        ), linked as (
-            select el.far_record_id as record_id, pg_catalog.max(a.score) as score
+        ), anchor_links as (
+            select el.far_record_id, a.score,
+                   pg_catalog.row_number() over (partition by a.record_id order by el.far_record_id) as n
             from anchor as a
             join emem.edge_labels as el on el.record_id = a.record_id and el.lane_name = a.lane_name
             where true{reader.sets.ends_within()}
-            group by el.far_record_id
+        ), linked as (
+            -- a hub's first max_anchor_links links by record id: their distances are the cost
+            select l.far_record_id as record_id, pg_catalog.max(l.score) as score
+            from anchor_links as l where l.n <= {reader.tuning.max_anchor_links:d}
+            group by l.far_record_id
         ), measured as (
             select l.record_id, l.score, {distance} as distance from linked as l
         )
