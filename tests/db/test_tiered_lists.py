@@ -247,3 +247,35 @@ def test_a_tiny_top_tier_is_an_exact_head_as_in_the_whole_reading(db: psycopg.Co
         for row in db.execute("select record_id from emem.records where content in ('note 0', 'note 1', 'note 2')")
     }
     assert {r["record_id"] for r in explained["rows"][:3]} == both
+
+
+def three_broad_tags(db: psycopg.Connection, make_role: MakeRole) -> None:
+    """Tags alpha, beta and delta on 600 records each, none holding two; the narrow gamma on three
+    of alpha's."""
+    rng = random.Random(5)
+    lane_and_space(db)
+    items = [
+        {
+            "kind": "note",
+            "lane": "l",
+            "content": f"note {i}",
+            "tags": [["alpha", "beta", "delta"][i // 600]] + (["gamma"] if i < 3 else []),
+            "vector": unit(*[rng.uniform(-1, 1) for _ in range(4)]),
+        }
+        for i in range(1800)
+    ]
+    db.execute("select count(*) from emem.put_records(%s)", (json.dumps(items),))
+
+
+@pytest.mark.corpus(three_broad_tags, read_only=True)
+@pytest.mark.parametrize("vector", [VECTOR, None], ids=["vector", "degraded"])
+def test_an_empty_top_tier_leaves_the_head_to_the_next_level(db: psycopg.Connection, vector: str | None) -> None:
+    """No record holds alpha, beta and delta together: the tiers of those combinations are empty,
+    and the head is the three records holding alpha and gamma, read in tiers as read whole."""
+    with_tuning(db, exact_candidates=500)
+    profile, question = "record_vectors:30, tags_by_terms:35", "alpha beta delta gamma"
+    tiered = answers(db, profile, question, vector)
+    head = scalar(db, "select emem.e_gather_explain(%s, %s::vector, 1, 30)", (question, vector))
+    assert head["lookups"]["tags_by_terms"]["exact_head"] == 3
+    whole_reading(db)
+    assert answers(db, profile, question, vector) == tiered

@@ -121,17 +121,18 @@ class TieredList(CandidateList):
         return self.whole.counting()
 
     def head_size(self, limit: int) -> int:
-        """The scored records and the tiers at the top score, each tier counted up to what is left
-        of limit + 1."""
-        levels = [level for level, _ in self.tiers] + list(self.scored.levels[:1])
-        if not levels:
-            return 0
-        top = max(levels)
-        held = self.scored.head_size(limit) if len(self.scored) and self.scored.levels[0] == top else 0
-        for level, tier in self.tiers:
-            if level == top and held <= limit:
-                held += tier.count_up_to(limit + 1 - held)
-        return min(held, limit + 1)
+        """The records at the highest score some record holds (a combination of broad parts may
+        hold none): the scored records and the tiers of that level, each tier counted up to what
+        is left of limit + 1."""
+        scored_top = self.scored.levels[:1]
+        for level in sorted({level for level, _ in self.tiers}.union(scored_top), reverse=True):
+            held = self.scored.head_size(limit) if [level] == scored_top else 0
+            for tier_level, tier in self.tiers:
+                if tier_level == level and held <= limit:
+                    held += tier.count_up_to(limit + 1 - held)
+            if held:
+                return min(held, limit + 1)
+        return 0
 
     def describe(self) -> dict[str, Any]:
         return {
