@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 from databases import MakeRole
-from finds import envelope, record_ids
+from finds import envelope, record_ids, with_tuning
 from psycopg import sql
 from queries import scalar
 from releases import emulate_modules_of, require_legacy_modules, scratch_database
@@ -185,6 +185,21 @@ def test_a_stop_word_relation_brings_only_its_edges_at_the_named_record(
         for name in ("osprey", "heron"):
             rows = record_ids(envelope(agent, question.format(name.title()), None, 1, 100))
             assert set(rows) == {ids[name]}
+
+
+@pytest.mark.corpus(calls_about_clients, read_only=True)
+def test_a_stop_word_relation_follows_only_a_precise_name(
+    built: tuple[dict[str, int], dict[str, str]], db: psycopg.Connection
+) -> None:
+    """Where the tags a question matches hold more records than Tuning.exact_candidates (here
+    one), its "about" names nothing precise enough to follow: the same for every page."""
+    ids, _ = built
+    question = "What do we know about the clients Kestrel and Wren?"
+    assert found(db, question, "tags_by_terms") == {
+        ids[name] for name in ("kestrel", "wren", "call_kestrel", "call_wren")
+    }
+    with_tuning(db, exact_candidates=1)
+    assert found(db, question, "tags_by_terms") == {ids["kestrel"], ids["wren"]}
 
 
 @LABELS

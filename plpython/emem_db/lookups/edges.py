@@ -86,35 +86,39 @@ def grammar(reader: Reader, labels: dict[str, frozenset[str]]) -> list[str]:
     return sorted(label for label, held in labels.items() if held <= stop_words)
 
 
-def grammar_edges(reader: Reader, labels: list[str], tags: list[str]) -> list[tuple[int, int]]:
+def grammar_edges(reader: Reader, labels: list[str], tags: list[str], counts: list[int]) -> list[tuple[int, int]]:
     """The edges (record, far record) with one of these labels at a record holding one of these
-    tags, in record-id order, at most probed_limit of them (each brings both its ends)."""
-    if not (labels and tags):
+    tags (`counts`: their records), probed from those records. None when the tags hold more than
+    Tuning.exact_candidates records or the edges are more than that: a stop word then names
+    nothing precise enough to follow (the same however far a page reaches)."""
+    limit = reader.tuning.exact_candidates
+    if not (labels and tags) or sum(counts) > limit:
         return []
     lanes = fragments.in_lanes("rt.lane_name", reader.lanes_sql)
     rows = reader.execute(
         "edges.grammar_edges",
-        f"""select el.record_id, el.far_record_id from emem.edge_labels as el
-            join emem.record_tags as rt on rt.record_id = el.record_id and rt.lane_name = el.lane_name
-            where el.label operator(pg_catalog.=) any ($1) and rt.tag operator(pg_catalog.=) any ($2)
+        f"""select el.record_id, el.far_record_id
+            from emem.record_tags as rt
+            join emem.edge_labels as el on el.record_id = rt.record_id and el.lane_name = rt.lane_name
+            where rt.tag operator(pg_catalog.=) any ($2) and el.label operator(pg_catalog.=) any ($1)
                   {lanes}{reader.sets.ends_within()}
             group by el.record_id, el.far_record_id
             order by el.record_id, el.far_record_id limit $3""",
         ["text[]", "text[]", "bigint"],
-        [labels, tags, reader.probed_limit],
+        [labels, tags, limit + 1],
     )
-    return [(row["record_id"], row["far_record_id"]) for row in rows]
+    return [(row["record_id"], row["far_record_id"]) for row in rows] if len(rows) <= limit else []
 
 
-def edge_match(reader: Reader, terms: list[str], namespaced: bool, tags: list[str]) -> EdgeMatch:
-    """The matched labels (`tags`: the tags the terms match), and each term's ends counted up to
-    probed_limit + 1 (a term whose labels end no record any more is not matched). A label of stop
-    words only brings the ends of its edges at the matched tags' records (grammar), as a narrow
-    term."""
+def edge_match(reader: Reader, terms: list[str], namespaced: bool, tags: list[str], counts: list[int]) -> EdgeMatch:
+    """The matched labels (`tags`: the tags the terms match, `counts` their records), and each
+    term's ends counted up to probed_limit + 1 (a term whose labels end no record any more is not
+    matched). A label of stop words only brings the ends of its edges at the matched tags' records
+    (grammar), as a narrow term."""
     found = matched_labels(reader, terms, namespaced)
     stop_labels = grammar(reader, found)
     labels = {label: held for label, held in found.items() if label not in stop_labels}
-    at_tags = grammar_edges(reader, stop_labels, tags)
+    at_tags = grammar_edges(reader, stop_labels, tags, counts)
     holding = {term: sorted(label for label, held in labels.items() if term in held) for term in terms}
     limit = reader.probed_limit
     counted = {term: ends_up_to(reader, held, limit + 1) for term, held in holding.items() if held}

@@ -179,7 +179,7 @@ def tier_score(held: tuple[Part, ...]) -> float | None:
 
 def tag_match(reader: Reader, terms: list[str], namespaced: bool) -> TagMatch:
     tags, counts = matched_tags(reader, terms, namespaced)
-    return TagMatch(tags, counts, edge_match(reader, terms, namespaced, tags))
+    return TagMatch(tags, counts, edge_match(reader, terms, namespaced, tags, counts))
 
 
 def matched_tags(reader: Reader, terms: list[str], namespaced: bool) -> tuple[list[str], list[int]]:
