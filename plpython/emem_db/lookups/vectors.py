@@ -18,12 +18,22 @@ from ..reader import Reader, distance_key
 def record_vectors(reader: Reader) -> CandidateList:
     distance = reader.vector_distance_sql("rv.embedding")
 
+    space = reader.space.space_id
+
     def sql(exact: bool) -> str:
+        if exact:  # the readable lanes' records first (records_by_lane), then their vectors
+            return f"""
+                select rv.record_id, {distance} as distance, null::bigint[] as windows
+                from emem.records as r
+                join emem.record_vectors as rv
+                  on rv.space_id = {space:d} and rv.record_id = r.record_id and rv.lane_name = r.lane_name
+                where true{fragments.in_lanes("r.lane_name", reader.lanes_sql)}
+                order by {exactly(distance)} limit $2"""
         return f"""
             select rv.record_id, {distance} as distance, null::bigint[] as windows
             from emem.record_vectors as rv
-            where rv.space_id = {reader.space.space_id:d}{fragments.in_lanes("rv.lane_name", reader.lanes_sql)}
-            order by {exactly(distance) if exact else "distance"} limit $2"""
+            where rv.space_id = {space:d}{fragments.in_lanes("rv.lane_name", reader.lanes_sql)}
+            order by distance limit $2"""
 
     count = reader.request.candidate_counts["record_vectors"]
     found = nearest(reader, sql, count, len)
@@ -34,12 +44,19 @@ def window_vectors(reader: Reader) -> CandidateList:
     lanes = fragments.in_lanes("w.lane_name", reader.lanes_sql)
     distance = reader.vector_distance_sql("w.embedding")
 
+    # Read exactly, the windows of the readable lanes' records (records_by_lane, then members).
+    readable = f"""and w.window_id in (
+                       select m.window_id from emem.records as r
+                       join emem.window_members as m on m.record_id = r.record_id
+                       where true{fragments.in_lanes("r.lane_name", reader.lanes_sql)})"""
+
     def sql(exact: bool) -> str:
         return f"""
             with nearest as (
                 select w.window_id, {distance} as distance
                 from emem.windows as w
                 where w.space_id = {reader.space.space_id:d} and w.embedding is not null{lanes}
+                      {readable if exact else ""}
                 order by {exactly(distance) if exact else "distance"} limit $2
             )
             select m.record_id, pg_catalog.min(n.distance) as distance,
@@ -54,7 +71,7 @@ def window_vectors(reader: Reader) -> CandidateList:
 
 
 def exactly(distance: str) -> str:
-    """An order by the distance that the HNSW index cannot give: every vector is read."""
+    """An order by the distance that the HNSW index cannot give: every vector read is measured."""
     return f"{distance} + 0"
 
 
