@@ -80,11 +80,11 @@ class Reader:
         # to: the lookup, the page and the totals ask for the same count.
         self.counted_ends: dict[str, tuple[int, int]] = {}
         # What several lookups ask of the same terms, worked out once a request: each term list's
-        # tsqueries, each tsquery's document frequency (with the cap it was counted to), and the
-        # number of records they are frequencies in.
+        # tsqueries, each tsquery's document frequency and the number of records they are
+        # frequencies in (both with the cap they were counted to).
         self.term_queries: dict[tuple[tuple[str, ...], ...], TermQueries] = {}
         self.frequencies: dict[tuple[str, int], Size] = {}
-        self.record_count: float | None = None
+        self.record_counts: dict[int, float] = {}
         # Every statement the lookups, lists and totals ran, in order; `phase` is the lookup (or
         # step of the find) running them.
         self.log: list[Statement] = []

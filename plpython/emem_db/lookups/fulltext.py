@@ -408,11 +408,10 @@ def document_frequencies(reader: Reader, queries: list[str], cap: int | None = N
         return Frequencies(0.0, [])
     cap = reader.tuning.document_frequency_cap if cap is None else cap
     missing = [query for query in dict.fromkeys(queries) if (query, cap) not in reader.frequencies]
-    if missing or reader.record_count is None:
-        records, sizes = counted_frequencies(reader, missing, cap)
-        reader.record_count = records
+    if missing or cap not in reader.record_counts:
+        reader.record_counts[cap], sizes = counted_frequencies(reader, missing, cap)
         reader.frequencies.update({(query, cap): size for query, size in zip(missing, sizes, strict=True)})
-    return Frequencies(reader.record_count, [reader.frequencies[(query, cap)] for query in queries])
+    return Frequencies(reader.record_counts[cap], [reader.frequencies[(query, cap)] for query in queries])
 
 
 def counted_frequencies(reader: Reader, queries: list[str], cap: int) -> tuple[float, list[Size]]:
