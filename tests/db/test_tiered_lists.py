@@ -211,8 +211,8 @@ def test_degraded_full_text_is_by_terms_matched_then_bm25(db: psycopg.Connection
     assert [key[2] for key in keys] != sorted(key[2] for key in keys)  # not by record id
 
 
-def two_broad_tags(db: psycopg.Connection, make_role: MakeRole) -> None:
-    """Tags alpha and beta on 1,700 records each, three records holding both."""
+def put_tagged_notes(db: psycopg.Connection, tags: list[list[str]]) -> None:
+    """In lane l (and a 4-d space), a note per entry with those tags and a random vector."""
     rng = random.Random(5)
     lane_and_space(db)
     items = [
@@ -220,12 +220,43 @@ def two_broad_tags(db: psycopg.Connection, make_role: MakeRole) -> None:
             "kind": "note",
             "lane": "l",
             "content": f"note {i}",
-            "tags": ["alpha", "beta"] if i < 3 else ["alpha" if i % 2 else "beta"],
+            "tags": held,
             "vector": unit(*[rng.uniform(-1, 1) for _ in range(4)]),
         }
-        for i in range(3403)
+        for i, held in enumerate(tags)
     ]
     db.execute("select count(*) from emem.put_records(%s)", (json.dumps(items),))
+
+
+def two_broad_tags(db: psycopg.Connection, make_role: MakeRole) -> None:
+    """Tags alpha and beta on 1,700 records each, three records holding both."""
+    put_tagged_notes(db, [["alpha", "beta"] if i < 3 else ["alpha" if i % 2 else "beta"] for i in range(3403)])
+
+
+def three_broad_tags(db: psycopg.Connection, make_role: MakeRole) -> None:
+    """Tags alpha, beta and delta on 600 records each, none holding two; the narrow gamma on three
+    of alpha's."""
+    put_tagged_notes(db, [[["alpha", "beta", "delta"][i // 600]] + (["gamma"] if i < 3 else []) for i in range(1800)])
+
+
+def head_read_both_ways(db: psycopg.Connection, question: str, vector: str | None) -> list[int]:
+    """tags_by_terms' exact head in tiers (broad tags of more than 500 records) and whole: the
+    pages, totals and ranks of both readings are equal; the head's records, which must be 3."""
+    with_tuning(db, exact_candidates=500)
+    profile = "record_vectors:30, tags_by_terms:35"
+    tiered = answers(db, profile, question, vector)
+    explained = scalar(db, "select emem.e_gather_explain(%s, %s::vector, 1, 30)", (question, vector))
+    assert explained["lookups"]["tags_by_terms"]["exact_head"] == 3
+    whole_reading(db)
+    assert answers(db, profile, question, vector) == tiered
+    return [r["record_id"] for r in explained["rows"][:3]]
+
+
+def first_notes(db: psycopg.Connection) -> set[int]:
+    return {
+        row[0]
+        for row in db.execute("select record_id from emem.records where content in ('note 0', 'note 1', 'note 2')")
+    }
 
 
 @pytest.mark.corpus(two_broad_tags, read_only=True)
@@ -235,36 +266,7 @@ def test_a_tiny_top_tier_is_an_exact_head_as_in_the_whole_reading(db: psycopg.Co
     tiers (their combination of broad tags is a tier) or whole, they are its exact head and lead
     the page. (A tiered list once had no head when a tier held its top score, so that whether a
     page began with them followed the plan, which follows the table's size across all lanes.)"""
-    with_tuning(db, exact_candidates=500)
-    profile = "record_vectors:30, tags_by_terms:35"
-    tiered = answers(db, profile, "alpha beta", vector)
-    whole_reading(db)
-    assert answers(db, profile, "alpha beta", vector) == tiered
-    explained = scalar(db, "select emem.e_gather_explain('alpha beta', %s::vector, 1, 30)", (vector,))
-    assert explained["lookups"]["tags_by_terms"]["exact_head"] == 3
-    both = {
-        row[0]
-        for row in db.execute("select record_id from emem.records where content in ('note 0', 'note 1', 'note 2')")
-    }
-    assert {r["record_id"] for r in explained["rows"][:3]} == both
-
-
-def three_broad_tags(db: psycopg.Connection, make_role: MakeRole) -> None:
-    """Tags alpha, beta and delta on 600 records each, none holding two; the narrow gamma on three
-    of alpha's."""
-    rng = random.Random(5)
-    lane_and_space(db)
-    items = [
-        {
-            "kind": "note",
-            "lane": "l",
-            "content": f"note {i}",
-            "tags": [["alpha", "beta", "delta"][i // 600]] + (["gamma"] if i < 3 else []),
-            "vector": unit(*[rng.uniform(-1, 1) for _ in range(4)]),
-        }
-        for i in range(1800)
-    ]
-    db.execute("select count(*) from emem.put_records(%s)", (json.dumps(items),))
+    assert set(head_read_both_ways(db, "alpha beta", vector)) == first_notes(db)
 
 
 @pytest.mark.corpus(three_broad_tags, read_only=True)
@@ -272,10 +274,4 @@ def three_broad_tags(db: psycopg.Connection, make_role: MakeRole) -> None:
 def test_an_empty_top_tier_leaves_the_head_to_the_next_level(db: psycopg.Connection, vector: str | None) -> None:
     """No record holds alpha, beta and delta together: the tiers of those combinations are empty,
     and the head is the three records holding alpha and gamma, read in tiers as read whole."""
-    with_tuning(db, exact_candidates=500)
-    profile, question = "record_vectors:30, tags_by_terms:35", "alpha beta delta gamma"
-    tiered = answers(db, profile, question, vector)
-    head = scalar(db, "select emem.e_gather_explain(%s, %s::vector, 1, 30)", (question, vector))
-    assert head["lookups"]["tags_by_terms"]["exact_head"] == 3
-    whole_reading(db)
-    assert answers(db, profile, question, vector) == tiered
+    assert set(head_read_both_ways(db, "alpha beta delta gamma", vector)) == first_notes(db)
