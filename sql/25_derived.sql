@@ -428,18 +428,6 @@ $$;
 comment on function emem._requeue_edited(bigint[]) is
   'After an edit of these records'' text: queued again in every space, the windows holding them stale and queued, their vectors removed.';
 
--- How many of a space's two HNSW indexes are missing (pg_dump leaves out indexes it did not create
--- with the extension: after a restore, emem.rebuild_derived() creates them again).
-create function emem._missing_space_indexes(space_id integer) returns integer
-language sql stable
-set search_path = pg_catalog, pg_temp
-as $$
-    select 2 - pg_catalog.count(*)::integer from pg_catalog.pg_class as c
-    where c.relnamespace = 'emem'::pg_catalog.regnamespace and c.relkind = 'i'
-      and c.relname in (pg_catalog.format('record_vectors_space_%s', space_id), pg_catalog.format('windows_space_%s', space_id))
-$$;
-comment on function emem._missing_space_indexes(integer) is 'How many of an embedding space''s two HNSW indexes do not exist.';
-
 -- pgvector indexes need a fixed dimension: each space gets partial expression indexes for its
 -- record and window vectors.
 create function emem._create_space_indexes(space_id integer, dimension integer) returns void
@@ -458,6 +446,93 @@ begin
 end
 $$;
 comment on function emem._create_space_indexes(integer, integer) is 'Creates the HNSW indexes of an embedding space.';
+
+-- ---- lane-first vector indexes --------------------------------------------------------------------
+
+-- Under strict isolation a lane's vectors are read from HNSW indexes of its own (lane first), so
+-- that the time of a strict agent's vector lookups follows the lanes it reads only, never the
+-- other lanes' vectors that a shared index would walk past. Each lane a strict profile reads has
+-- them in every space; each vector written in such a lane costs a second HNSW insert.
+create function emem._is_strict(settings jsonb) returns boolean
+language sql stable
+set search_path = pg_catalog, pg_temp
+as $$
+    -- A profile without its own setting finds under the database's (as emem.find_settings reads it).
+    select pg_catalog.lower(pg_catalog.btrim(coalesce(nullif(settings->>'emem.lane_isolation', ''),
+                                                      pg_catalog.current_setting('emem.lane_isolation', true), ''),
+                                             E' \t\r\n')) = 'strict'
+$$;
+comment on function emem._is_strict(jsonb) is 'Whether an agent profile''s settings (or, without one, the database''s) choose strict isolation.';
+
+-- The name of a lane's index of a table's vectors in a space (a lane name may be long: its md5).
+create function emem._lane_index_name(table_name text, space_id integer, lane_name text) returns text
+language sql immutable
+set search_path = pg_catalog, pg_temp
+as $$
+    select pg_catalog.format('%s_space_%s_lane_%s', table_name, space_id, pg_catalog.left(pg_catalog.md5(lane_name), 16))
+$$;
+
+-- The lane indexes there should be: every lane a strict profile reads, in every space.
+create function emem._lane_indexes()
+returns table (index_name text, table_name text, space_id integer, dimension integer, lane_name text)
+language sql stable
+set search_path = pg_catalog, pg_temp
+as $$
+    select emem._lane_index_name(t.table_name, s.space_id, l.lane_name), t.table_name, s.space_id, s.dimension, l.lane_name
+    from emem.embedding_spaces as s
+    cross join (select distinct pl.lane_name from emem.profile_lanes as pl
+                join emem.agent_profiles as p on p.profile_name = pl.profile_name
+                where pl.can_read and emem._is_strict(p.settings)) as l
+    cross join (values ('record_vectors'), ('windows')) as t (table_name)
+$$;
+comment on function emem._lane_indexes() is 'The HNSW indexes of their own that the lanes strict profiles read have in each space.';
+
+-- Creates the lane indexes there should be and drops the others; called by whatever changes a
+-- profile's lanes or isolation, the spaces or the lanes (a build takes the table's share lock).
+create function emem._sync_lane_indexes() returns void
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    wanted record;
+    unwanted text;
+begin
+    for wanted in select i.* from emem._lane_indexes() as i
+                  where pg_catalog.to_regclass(pg_catalog.format('emem.%I', i.index_name)) is null
+                  order by i.index_name loop
+        execute pg_catalog.format(
+            'create index %I on emem.%I using hnsw ((embedding::public.vector(%s)) public.vector_cosine_ops) '
+            'where space_id = %s and lane_name = %L',
+            wanted.index_name, wanted.table_name, wanted.dimension, wanted.space_id, wanted.lane_name);
+    end loop;
+    for unwanted in select c.relname::text from pg_catalog.pg_class as c
+                    where c.relnamespace = 'emem'::pg_catalog.regnamespace and c.relkind = 'i'
+                      and c.relname::text ~ '^(record_vectors|windows)_space_[0-9]+_lane_[0-9a-f]{16}$'
+                      and c.relname::text not in (select i.index_name from emem._lane_indexes() as i)
+                    order by 1 loop
+        execute pg_catalog.format('drop index emem.%I', unwanted);
+    end loop;
+end
+$$;
+comment on function emem._sync_lane_indexes() is
+  'Creates the HNSW indexes of the lanes strict profiles read (in every space) that are missing, and drops those no strict profile reads.';
+
+-- How many of a space's HNSW indexes (its own two, and those of the lanes strict profiles read) are
+-- missing (pg_dump leaves out indexes it did not create with the extension: after a restore,
+-- emem.rebuild_derived() creates them again).
+create function emem._missing_space_indexes(space_id integer) returns integer
+language sql stable
+set search_path = pg_catalog, pg_temp
+as $$
+    select pg_catalog.count(*)::integer
+    from (select pg_catalog.format('record_vectors_space_%s', _missing_space_indexes.space_id)
+          union all select pg_catalog.format('windows_space_%s', _missing_space_indexes.space_id)
+          union all select i.index_name from emem._lane_indexes() as i
+                    where i.space_id operator(pg_catalog.=) _missing_space_indexes.space_id) as wanted (index_name)
+    where pg_catalog.to_regclass(pg_catalog.format('emem.%I', wanted.index_name)) is null
+$$;
+comment on function emem._missing_space_indexes(integer) is
+  'How many of an embedding space''s HNSW indexes (its own two and its strict lanes'') do not exist.';
 
 -- ---- checking and rebuilding what derives ----------------------------------------------------------
 
@@ -582,6 +657,7 @@ begin
     problems := (select pg_catalog.count(*) from emem.check_derived());
     lock table emem.records, emem.record_tags, emem.edges, emem.windows, emem.window_members in share mode;
     perform emem._create_space_indexes(s.space_id, s.dimension) from emem.embedding_spaces as s;
+    perform emem._sync_lane_indexes();
     update emem.record_tags as t set lane_name = r.lane_name from emem.records as r
         where r.record_id = t.record_id and r.lane_name <> t.lane_name;
     delete from emem.record_tags as t where not exists (select 1 from emem.records as r where r.record_id = t.record_id);

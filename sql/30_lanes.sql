@@ -219,6 +219,7 @@ begin
     insert into emem.profile_lanes (profile_name, lane_name, can_read, can_write)
         select create_agent_profile.profile_name, l, l = any (lanes), l = any (write_lanes)
         from (select pg_catalog.unnest(lanes) union select pg_catalog.unnest(write_lanes)) as each_lane (l);
+    perform emem._sync_lane_indexes();
     return profile_name;
 end
 $$;
@@ -235,6 +236,7 @@ begin
             using errcode = '23503', hint = 'Delete them first (emem.delete_records) or move them (emem.move_records).';
     end if;
     delete from emem.profile_lanes as pl where pl.lane_name operator(pg_catalog.=) drop_lane.lane_name;
+    perform emem._sync_lane_indexes();
     delete from emem.lanes as l where l.lane_name operator(pg_catalog.=) drop_lane.lane_name;
     return found;
 end
@@ -248,6 +250,7 @@ as $$
 begin
     delete from emem.role_profiles as rp where rp.profile_name operator(pg_catalog.=) drop_agent_profile.profile_name;
     delete from emem.profile_lanes as pl where pl.profile_name operator(pg_catalog.=) drop_agent_profile.profile_name;
+    perform emem._sync_lane_indexes();
     delete from emem.agent_profiles as p where p.profile_name operator(pg_catalog.=) drop_agent_profile.profile_name;
     return found;
 end
@@ -384,6 +387,9 @@ begin
     if not found then
         raise exception 'unknown agent profile %', coalesce(pg_catalog.quote_literal(profile_name), 'NULL')
             using errcode = '22023', hint = 'Create it first with emem.create_agent_profile(name, lanes).';
+    end if;
+    if setting = 'emem.lane_isolation' then
+        perform emem._sync_lane_indexes();
     end if;
     return now_set;
 end

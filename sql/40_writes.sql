@@ -50,6 +50,7 @@ begin
         returning s.space_id, (s.xmax = 0) into new_space_id, is_new;
     if is_new then
         perform emem._create_space_indexes(new_space_id, dimension);
+        perform emem._sync_lane_indexes();
         -- A new space lacks everything. Writers of records and windows wait meanwhile (and it
         -- waits for those under way), so that none falls between this fill and their own queueing.
         lock table emem.records, emem.windows in share mode;
@@ -999,6 +1000,7 @@ begin
     execute pg_catalog.format('drop index if exists emem.record_vectors_space_%s', space.space_id);
     execute pg_catalog.format('drop index if exists emem.windows_space_%s', space.space_id);
     delete from emem.embedding_spaces as s where s.space_id = space.space_id;
+    perform emem._sync_lane_indexes();
     return true;
 end
 $$;

@@ -103,6 +103,23 @@ class Reader:
         return f"array[{', '.join(self.plpy.quote_literal(lane) for lane in lanes)}]::text[]"
 
     @functools.cached_property
+    def lane_vector_indexes(self) -> bool:
+        """Whether each lane this request keeps to has HNSW indexes of its own in the active space
+        (emem._sync_lane_indexes: the lanes strict profiles read), which its vector scans then read."""
+        if self.request.lanes is None or self.request.space is None:
+            return False
+        indexed: bool = self.execute(
+            "reader.lane_vector_indexes",
+            """select pg_catalog.bool_and(pg_catalog.to_regclass(pg_catalog.format(
+                          'emem.%I', emem._lane_index_name(t.name, $1, l.lane))) is not null) as indexed
+               from pg_catalog.unnest($2::text[]) as l (lane)
+               cross join (values ('record_vectors'), ('windows')) as t (name)""",
+            ["int", "text[]"],
+            [self.space.space_id, list(self.request.lanes)],
+        )[0]["indexed"]
+        return bool(indexed)
+
+    @functools.cached_property
     def sets(self) -> SetSql:
         """Renders the request's sets of records, within its lanes."""
         return SetSql(self.plpy, self.lanes_sql)

@@ -335,27 +335,91 @@ def test_in_strict_isolation_a_flood_does_not_push_readable_records_off_the_page
     probe("flood", 2)
 
 
+@contextlib.contextmanager
+def crowded_index_scans(db: psycopg.Connection) -> Iterator[None]:
+    """The database's new sessions read HNSW indexes (a table this small is otherwise sorted
+    whole) within a budget that the flood's near-duplicates fill."""
+    settings = {"enable_seqscan": "off", "enable_sort": "off", "hnsw.max_scan_tuples": "50"}
+    database = sql.Identifier(db.info.dbname)
+    for name, value in settings.items():
+        db.execute(sql.SQL("alter database {} set {} = {}").format(database, sql.SQL(name), sql.Literal(value)))
+    try:
+        yield
+    finally:
+        for name in settings:
+            db.execute(sql.SQL("alter database {} reset {}").format(database, sql.SQL(name)))
+
+
+@pytest.mark.parametrize("lane_indexes", [True, False], ids=["lane indexes", "space index only"])
 def test_in_strict_isolation_a_crowded_neighbourhood_still_gives_the_nearest_readable_vectors(
-    db: psycopg.Connection, built: dict[str, Any], dsn: Callable[..., str]
+    db: psycopg.Connection, built: dict[str, Any], dsn: Callable[..., str], lane_indexes: bool
 ) -> None:
     """Another lane's near-duplicates of the question vector fill the filtered HNSW scan's budget
-    (hnsw.max_scan_tuples) before it reaches a readable vector: the scan comes back short, and
-    the lookup reads the readable lanes exactly instead of answering with nothing (which would
-    tell where other lanes' vectors lie)."""
+    (hnsw.max_scan_tuples) before it reaches a readable vector. With the lanes' own indexes that
+    budget is never spent on them; without (a restore before emem.rebuild_derived, a strict
+    database default) the filtered scan comes back short, and the lookup reads the readable lanes
+    exactly instead of answering with nothing (which would tell where other lanes' vectors lie)."""
     db.execute("select emem.set_agent_setting('agent', 'emem.lane_isolation', 'strict')")
+    if not lane_indexes:
+        for (name,) in db.execute("select index_name from emem._lane_indexes()").fetchall():
+            db.execute(sql.SQL("drop index emem.{}").format(sql.Identifier(name)))
     flood(db)
     readable = {
         row[0] for row in db.execute("select record_id from emem.record_vectors where lane_name in ('own', 'shared')")
     }
-    # the HNSW index (a table this small is otherwise sorted whole), and a budget the flood fills
-    for setting in ("enable_seqscan = off", "enable_sort = off", "hnsw.max_scan_tuples = 50"):
-        db.execute(f"alter database {db.info.dbname} set {setting}")
-    with psycopg.connect(dsn(built["agent"]), autocommit=True) as agent:
+    with crowded_index_scans(db), psycopg.connect(dsn(built["agent"]), autocommit=True) as agent:
         rows = envelope(agent, "apollo project meeting")["rows"]
-    for setting in ("enable_seqscan", "enable_sort", "hnsw.max_scan_tuples"):
-        db.execute(f"alter database {db.info.dbname} reset {setting}")
     assert {row["record_id"] for row in rows if "record_vectors" in row["found_by"]} == readable
     probe("strict isolation (crowded vectors)")
+
+
+def vector_index_scans(db: psycopg.Connection) -> dict[str, int]:
+    """How often each HNSW index of the vector tables was scanned, as the statistics hold it now."""
+    db.execute("select pg_stat_clear_snapshot()")
+    rows = db.execute(
+        """select indexrelname, idx_scan from pg_stat_user_indexes
+           where schemaname = 'emem' and indexrelname ~ '^(record_vectors|windows)_space_'"""
+    ).fetchall()
+    return dict(rows)
+
+
+def test_in_strict_isolation_vector_lookups_read_only_the_readable_lanes_own_indexes(
+    db: psycopg.Connection, built: dict[str, Any], dsn: Callable[..., str]
+) -> None:
+    """Strict isolation gives each lane its profile reads HNSW indexes of its own, in every space;
+    a strict agent's vector lookups scan those and never the space's index of every lane (whose
+    walk past other lanes' vectors would make its time follow them). They go when no strict
+    profile reads the lane."""
+
+    def lane_indexes(*tables: str) -> set[str]:
+        named = "select emem._lane_index_name(%s, s.space_id, %s) from emem.embedding_spaces as s"
+        return {scalar(db, named, (table, lane)) for table in tables for lane in ("own", "shared")}
+
+    wanted = lane_indexes("record_vectors", "windows")
+    assert wanted.isdisjoint(vector_index_scans(db))
+    db.execute("select emem.set_agent_setting('agent', 'emem.lane_isolation', 'strict')")
+    flood(db)
+    for lane in ("own", "other"):  # a window in a readable lane and one in another
+        turns = [
+            {"kind": "conversation", "content": f"apollo {n}", "thread_id": "t", "thread_position": n} for n in (0, 1)
+        ]
+        window = (put(db, lane=lane, items=turns), unit(1, 0.1, 0, 0))
+        db.execute("select emem.put_window(%s::bigint[], %s::vector)", window)
+    before = vector_index_scans(db)
+    assert wanted <= set(before) and len(before) == 2 + len(wanted)  # the space's two, and the lanes'
+    with crowded_index_scans(db), psycopg.connect(dsn(built["agent"]), autocommit=True) as agent:
+        envelope(agent, "apollo project meeting")
+    # the agent's backend reports its scans when it ends
+    for _ in range(50):
+        after = vector_index_scans(db)
+        if after != before:
+            break
+        time.sleep(0.1)
+    assert {name for name, count in after.items() if count > before[name]} == wanted
+    assert scalar(db, "select emem._missing_space_indexes(1)") == 0
+    db.execute("select emem.set_agent_setting('agent', 'emem.lane_isolation', 'page_filter')")
+    assert set(vector_index_scans(db)) == set(before) - wanted
+    probe("strict isolation (lane indexes)", 2)
 
 
 # ---- writes ------------------------------------------------------------------------------------------
