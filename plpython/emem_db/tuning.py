@@ -65,6 +65,11 @@ class Tuning:
     # keys are on 1 to 3 records) and the own corpus's vendor questions (a name on 11) unchanged.
     link_anchor_frequency: int = 5
     max_linked: int = 200
+    # A relation named with stop words only (`about`) counts where the tags the question matches
+    # hold at most grammar_tag_records records, and its edges at them are at most as many (a
+    # precise name, lookups.edges.grammar_edges): a figure of meaning, apart from exact_candidates,
+    # so that tuning how matches are read leaves the answers as they are.
+    grammar_tag_records: int = 2_000
     # Of a hub anchor (an entity on 100,000 edges), its first max_anchor_links links by record id
     # are measured: a distance each is what a find pays.
     max_anchor_links: int = 2_000

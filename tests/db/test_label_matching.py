@@ -191,14 +191,14 @@ def test_a_stop_word_relation_brings_only_its_edges_at_the_named_record(
 def test_a_stop_word_relation_follows_only_a_precise_name(
     built: tuple[dict[str, int], dict[str, str]], db: psycopg.Connection
 ) -> None:
-    """Where the tags a question matches hold more records than Tuning.exact_candidates (here
+    """Where the tags a question matches hold more records than Tuning.grammar_tag_records (here
     one), its "about" names nothing precise enough to follow: the same for every page."""
     ids, _ = built
     question = "What do we know about the clients Kestrel and Wren?"
     assert found(db, question, "tags_by_terms") == {
         ids[name] for name in ("kestrel", "wren", "call_kestrel", "call_wren")
     }
-    with_tuning(db, exact_candidates=1)
+    with_tuning(db, grammar_tag_records=1)
     assert found(db, question, "tags_by_terms") == {ids["kestrel"], ids["wren"]}
 
 

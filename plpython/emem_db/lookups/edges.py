@@ -89,9 +89,9 @@ def grammar(reader: Reader, labels: dict[str, frozenset[str]]) -> list[str]:
 def grammar_edges(reader: Reader, labels: list[str], tags: list[str], counts: list[int]) -> list[tuple[int, int]]:
     """The edges (record, far record) with one of these labels at a record holding one of these
     tags (`counts`: their records), probed from those records. None when the tags hold more than
-    Tuning.exact_candidates records or the edges are more than that: a stop word then names
+    Tuning.grammar_tag_records records or the edges are more than that: a stop word then names
     nothing precise enough to follow (the same however far a page reaches)."""
-    limit = reader.tuning.exact_candidates
+    limit = reader.tuning.grammar_tag_records
     if not (labels and tags) or sum(counts) > limit:
         return []
     lanes = fragments.in_lanes("rt.lane_name", reader.lanes_sql)

@@ -271,11 +271,12 @@ def fulltext_by_relevance(
                 from term as t
                 left join lateral (
                     -- only the lexemes of narrow terms are kept of the record's text before it is
-                    -- unnested
+                    -- unnested; `lateral` (a function's default) keeps Citus from wrapping the
+                    -- function in a subquery of its own, which loses the outer reference to f
                     select so.n, pg_catalog.sum(so.occurrences)::float8 as tf
                     from (
                         select l.n, pg_catalog.min(pg_catalog.cardinality(o.positions)) as occurrences
-                        from pg_catalog.unnest(pg_catalog.ts_filter(
+                        from lateral pg_catalog.unnest(pg_catalog.ts_filter(
                             pg_catalog.setweight(f.content_search, 'A', $10::text[]), '{{a}}')) as o
                         join spelling_lexeme as l on l.lexeme operator(pg_catalog.=) o.lexeme
                         group by l.n, l.spelling, l.size having pg_catalog.count(*) = l.size

@@ -417,27 +417,52 @@ def visible_members(reader: Reader, record_ids: list[int], lanes: list[str], nam
     stop_labels = grammar(reader, found)
     labels = sorted(label for label in found if label not in stop_labels)
     tag_within = fragments.labels_within("v.tag_terms", "$2", "v.namespace_terms" if namespaced else None)
-
-    def holds_a_matched_tag(record: str, lane: str) -> str:
-        return f"""exists (select 1 from emem.record_tags as rt
-                           join emem.tag_vocabulary as v on v.lane_name = rt.lane_name and v.tag = rt.tag
-                           where rt.lane_name = {lane} and rt.record_id = {record} and {tag_within})"""
-
-    # A stop-word label's edge counts where its other end holds a matched tag and may be read.
-    grammar_edge = f"""exists (select 1 from emem.edge_labels as el
-                               where el.lane_name = r.lane_name and el.record_id = r.record_id
-                                 and el.label operator(pg_catalog.=) any ($4)
-                                 {fragments.in_lanes("el.far_lane_name", lanes_sql)}
-                                 and {holds_a_matched_tag("el.far_record_id", "el.far_lane_name")})"""
     rows = reader.execute(
         "tags.visible_members",
         f"""select r.record_id as id from emem.records as r
             where r.record_id operator(pg_catalog.=) any ($1)
-              and ({holds_a_matched_tag("r.record_id", "r.lane_name")}
-                   or {visible_ends(reader, "r.record_id", "$3", lanes_sql, "r.lane_name")}
-                   or {grammar_edge})""",
-        ["bigint[]", "text[]", "text[]", "text[]"],
-        [record_ids, terms, labels, stop_labels],
+              and (exists (select 1 from emem.record_tags as rt
+                           join emem.tag_vocabulary as v on v.lane_name = rt.lane_name and v.tag = rt.tag
+                           where rt.lane_name = r.lane_name and rt.record_id = r.record_id and {tag_within})
+                   or {visible_ends(reader, "r.record_id", "$3", lanes_sql, "r.lane_name")})""",
+        ["bigint[]", "text[]", "text[]"],
+        [record_ids, terms, labels],
         cache=False,
     )
-    return {row["id"] for row in rows}
+    visible = {row["id"] for row in rows}
+    unseen = [record_id for record_id in record_ids if record_id not in visible]
+    return visible | grammar_members(reader, unseen, stop_labels, lanes_sql, tag_within)
+
+
+def grammar_members(
+    reader: Reader, record_ids: list[int], stop_labels: list[str], lanes_sql: str, tag_within: str
+) -> set[int]:
+    """Which of these records a stop-word label's edge holds: one whose other end lies in the
+    caller's lanes and holds a matched tag (`tag_within`, of the terms as $2). The edges, then
+    their far ends' tags: a Citus cluster joins no rows of two lanes in one statement."""
+    if not (record_ids and stop_labels):
+        return set()
+    edges = reader.execute(
+        "tags.grammar_members",
+        f"""select el.record_id, el.far_record_id from emem.edge_labels as el
+            where el.record_id operator(pg_catalog.=) any ($1) and el.label operator(pg_catalog.=) any ($2)
+                  {fragments.in_lanes("el.far_lane_name", lanes_sql)}""",
+        ["bigint[]", "text[]"],
+        [record_ids, stop_labels],
+        cache=False,
+    )
+    far_ends = sorted({row["far_record_id"] for row in edges})
+    if not far_ends:
+        return set()
+    tagged = reader.execute(
+        "tags.grammar_members",
+        f"""select distinct rt.record_id from emem.record_tags as rt
+            join emem.tag_vocabulary as v on v.lane_name = rt.lane_name and v.tag = rt.tag
+            where rt.record_id operator(pg_catalog.=) any ($1){fragments.in_lanes("rt.lane_name", lanes_sql)}
+                  and {tag_within}""",
+        ["bigint[]", "text[]"],
+        [far_ends, list(reader.request.analysis.terms_for_labels)],
+        cache=False,
+    )
+    held = {row["record_id"] for row in tagged}
+    return {row["record_id"] for row in edges if row["far_record_id"] in held}

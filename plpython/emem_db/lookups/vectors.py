@@ -54,11 +54,13 @@ def window_vectors(reader: Reader) -> CandidateList:
             where w.space_id = {space:d} and w.embedding is not null{lanes}{readable}
             order by {order} limit $2"""
 
-    # Read exactly, the windows of the readable lanes' records (records_by_lane, then members).
+    # Read exactly, the windows of the readable lanes' records (records_by_lane, then members),
+    # joined by lane as well (a Citus cluster joins rows of one lane only).
     readable = f"""
-              and w.window_id in (select m.window_id from emem.records as r
-                                  join emem.window_members as m on m.record_id = r.record_id
-                                  where true{fragments.in_lanes("r.lane_name", reader.lanes_sql)})"""
+              and (w.window_id, w.lane_name) in (
+                  select m.window_id, m.lane_name from emem.records as r
+                  join emem.window_members as m on m.record_id = r.record_id and m.lane_name = r.lane_name
+                  where true{fragments.in_lanes("r.lane_name", reader.lanes_sql)})"""
 
     def sql(exact: bool) -> str:
         if exact:
