@@ -181,12 +181,19 @@ class SetSql:
                 return f"{self.walked(records, source_sql)} order by found.record_id", cheaply
         return None
 
-    def count_up_to(self, records: RecordSet, limit: int) -> str:
+    def count_up_to(self, records: RecordSet, limit: int, planned_whole: bool = False) -> str:
         """A statement counting the set's distinct records up to a limit (column n), at a cost that
-        grows with the limit, not with the set."""
+        grows with the limit, not with the set. `planned_whole`: for a set that may hold far fewer
+        records than its estimate (an intersection of broad parts, often empty), planned for all
+        its rows (its index) and read up to the limit. Under a LIMIT the planner bets that a
+        sequential scan soon finds the first few, and an empty intersection then reads every
+        record (96 ms against 5 at 100k)."""
         ids = (
             self.ids(records) if unique_ids(records) else f"select distinct i.record_id from ({self.ids(records)}) as i"
         )
+        if planned_whole:
+            return f"""with found as materialized ({ids})
+                       select pg_catalog.count(*) as n from (select from found limit {limit:d}) as capped"""
         return f"select pg_catalog.count(*) as n from ({ids} limit {limit:d}) as capped"
 
     def count(self, records: RecordSet) -> str:

@@ -58,6 +58,10 @@ class BroadList(CandidateList):
         return self.match.size if self._size is None else Size.exactly(self._size)
 
     def count_up_to(self, limit: int) -> int:
+        return self.counted_up_to(limit, planned_whole=False)
+
+    def counted_up_to(self, limit: int, planned_whole: bool) -> int:
+        """count_up_to; `planned_whole`: a tier's match, planned for all its rows (SetSql.count_up_to)."""
         known = self.known_size()
         if known.exact is not None or known.lower >= limit:
             return min(known.lower, limit)
@@ -65,9 +69,8 @@ class BroadList(CandidateList):
         if match.counter is not None:
             counted = match.counter.count_up_to(limit)
         else:
-            counted = self.reader.execute(
-                "lists.broad.count_up_to", self.sets.count_up_to(match.everything, limit), [], [], cache=False
-            )[0]["n"]
+            statement = self.sets.count_up_to(match.everything, limit, planned_whole)
+            counted = self.reader.execute("lists.broad.count_up_to", statement, [], [], cache=False)[0]["n"]
         if counted < limit:
             self._size = counted  # counted whole
         return counted

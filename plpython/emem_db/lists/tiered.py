@@ -129,7 +129,7 @@ class TieredList(CandidateList):
             held = self.scored.head_size(limit) if [level] == scored_top else 0
             for tier_level, tier in self.tiers:
                 if tier_level == level and held <= limit:
-                    held += tier.count_up_to(limit + 1 - held)
+                    held += tier.counted_up_to(limit + 1 - held, planned_whole=True)
             if held:
                 return min(held, limit + 1)
         return 0
