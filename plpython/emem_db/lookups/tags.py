@@ -417,13 +417,12 @@ def visible_members(reader: Reader, record_ids: list[int], lanes: list[str], nam
     stop_labels = grammar(reader, found)
     labels = sorted(label for label in found if label not in stop_labels)
     tag_within = fragments.labels_within("v.tag_terms", "$2", "v.namespace_terms" if namespaced else None)
+    own_tags = "rt.lane_name = r.lane_name and rt.record_id = r.record_id"
     rows = reader.execute(
         "tags.visible_members",
         f"""select r.record_id as id from emem.records as r
             where r.record_id operator(pg_catalog.=) any ($1)
-              and (exists (select 1 from emem.record_tags as rt
-                           join emem.tag_vocabulary as v on v.lane_name = rt.lane_name and v.tag = rt.tag
-                           where rt.lane_name = r.lane_name and rt.record_id = r.record_id and {tag_within})
+              and (exists (select 1 from {tag_rows_matching(own_tags, tag_within)})
                    or {visible_ends(reader, "r.record_id", "$3", lanes_sql, "r.lane_name")})""",
         ["bigint[]", "text[]", "text[]"],
         [record_ids, terms, labels],
@@ -431,11 +430,18 @@ def visible_members(reader: Reader, record_ids: list[int], lanes: list[str], nam
     )
     visible = {row["id"] for row in rows}
     unseen = [record_id for record_id in record_ids if record_id not in visible]
-    return visible | grammar_members(reader, unseen, stop_labels, lanes_sql, tag_within)
+    return visible | grammar_members(reader, unseen, stop_labels, lanes_sql, terms, tag_within)
+
+
+def tag_rows_matching(where: str, tag_within: str) -> str:
+    """The tag rows (rt) where `where` holds whose tag (v) the question's terms match (`tag_within`)."""
+    return f"""emem.record_tags as rt
+               join emem.tag_vocabulary as v on v.lane_name = rt.lane_name and v.tag = rt.tag
+               where {where} and {tag_within}"""
 
 
 def grammar_members(
-    reader: Reader, record_ids: list[int], stop_labels: list[str], lanes_sql: str, tag_within: str
+    reader: Reader, record_ids: list[int], stop_labels: list[str], lanes_sql: str, terms: list[str], tag_within: str
 ) -> set[int]:
     """Which of these records a stop-word label's edge holds: one whose other end lies in the
     caller's lanes and holds a matched tag (`tag_within`, of the terms as $2). The edges, then
@@ -454,14 +460,12 @@ def grammar_members(
     far_ends = sorted({row["far_record_id"] for row in edges})
     if not far_ends:
         return set()
+    far_tags = f"rt.record_id operator(pg_catalog.=) any ($1){fragments.in_lanes('rt.lane_name', lanes_sql)}"
     tagged = reader.execute(
         "tags.grammar_members",
-        f"""select distinct rt.record_id from emem.record_tags as rt
-            join emem.tag_vocabulary as v on v.lane_name = rt.lane_name and v.tag = rt.tag
-            where rt.record_id operator(pg_catalog.=) any ($1){fragments.in_lanes("rt.lane_name", lanes_sql)}
-                  and {tag_within}""",
+        f"select distinct rt.record_id from {tag_rows_matching(far_tags, tag_within)}",
         ["bigint[]", "text[]"],
-        [far_ends, list(reader.request.analysis.terms_for_labels)],
+        [far_ends, terms],
         cache=False,
     )
     held = {row["record_id"] for row in tagged}
