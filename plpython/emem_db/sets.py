@@ -181,6 +181,15 @@ class SetSql:
                 return f"{self.walked(records, source_sql)} order by found.record_id", cheaply
         return None
 
+    def first_by_id(self, records: RecordSet, limit: int) -> str:
+        """A query of the set's first `limit` ids by record id, read by the set's own plan (its index,
+        or a scan) and sorted there. Ordered by an expression, so that the planner cannot walk the
+        primary key instead: a walk passes every record below the set's first, however many (another
+        lane's 100,000 matches at the top of the ids: 472 ms a find that read the whole match,
+        90 ms with this). Its cost follows the set's size, not the table's."""
+        return f"""select found.record_id from ({self.distinct_ids(records)}) as found
+                   order by found.record_id operator(pg_catalog.+) 0 limit {limit:d}"""
+
     def count_up_to(self, records: RecordSet, limit: int, planned_whole: bool = False) -> str:
         """A statement counting the set's distinct records up to a limit (column n), at a cost that
         grows with the limit, not with the set. `planned_whole`: for a set that may hold far fewer
@@ -188,13 +197,16 @@ class SetSql:
         its rows (its index) and read up to the limit. Under a LIMIT the planner bets that a
         sequential scan soon finds the first few, and an empty intersection then reads every
         record (96 ms against 5 at 100k)."""
-        ids = (
-            self.ids(records) if unique_ids(records) else f"select distinct i.record_id from ({self.ids(records)}) as i"
-        )
+        ids = self.distinct_ids(records)
         if planned_whole:
             return f"""with found as materialized ({ids})
                        select pg_catalog.count(*) as n from (select from found limit {limit:d}) as capped"""
         return f"select pg_catalog.count(*) as n from ({ids} limit {limit:d}) as capped"
+
+    def distinct_ids(self, records: RecordSet) -> str:
+        """A query of the set's ids, each once."""
+        ids = self.ids(records)
+        return ids if unique_ids(records) else f"select distinct i.record_id from ({ids}) as i"
 
     def count(self, records: RecordSet) -> str:
         """A statement counting the set's distinct records (column n)."""

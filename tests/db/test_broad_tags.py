@@ -2,11 +2,12 @@
 reading: its list is read from the HNSW index as far as the merge reaches, its size counted."""
 
 import random
+from itertools import chain
 
 import psycopg
 import pytest
 from databases import MakeRole
-from finds import envelope
+from finds import envelope, explain, record_ids
 from queries import scalar
 from vectors import unit
 from writes import put
@@ -172,3 +173,25 @@ def test_edge_endpoints_count_once_beside_broad_lists(db: psycopg.Connection) ->
     )
     without_plain = scalar(db, "select count(distinct record_id) from emem.record_tags where tag in ('broad', 'rare')")
     assert result["total_candidates"] == expected and expected >= without_plain + len(plain)
+
+
+LATE_TERM = "Zorblat"  # only on records written after the corpus: the top of the record ids
+
+
+@WRITES
+def test_degraded_term_held_only_at_the_top_of_the_ids_reads_its_first_records_not_the_whole_match(
+    db: psycopg.Connection,
+) -> None:
+    """A walk in record-id order passes the corpus below the term's records without finding one; the
+    match is then read by its own index and its first records kept, the same page as the whole match
+    in record-id order, without reading the whole match (which took 472 ms for another lane's
+    100,000 matches)."""
+    late = put(
+        db, [{"content": f"{LATE_TERM} report {i}"} for i in range(DEFAULT_TUNING.exact_candidates + 100)], lane="l"
+    )
+    db.execute("set emem.pipeline_profile = 'fulltext'")
+    assert record_ids(envelope(db, LATE_TERM, None, 2, 30)) == sorted(late)[30:60]
+    explained = explain(db, LATE_TERM, None, 2, 30)
+    statements = [*explained["lookups"]["fulltext"]["statements"], *chain(*explained["statements"].values())]
+    assert "lists.broad.in_record_id_order" in {s["name"] for s in statements}  # the walk ran
+    assert max(s["rows"] for s in statements) <= 60

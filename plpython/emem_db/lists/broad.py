@@ -5,13 +5,13 @@ With a vector, the matching records nearest the question come from an iterative 
 filtered by the match (what a page needs, not every matching row). If the scan stops short (it
 ran out, or hit hnsw.max_scan_tuples), the list falls back to the exact order, which also brings
 the matching records without a vector. Degraded, the match is read in record-id order
-(SetSql.ids_in_order: from an index, or by walking records and probing them), else in the exact
-order.
+(SetSql.ids_in_order: from an index, or by walking records and probing them).
 
 A match known to hold at most Reader.probed_limit records is read whole. Any other is read
-lazily within a budget (Reader.scan_budget): a scan or walk that passes that many records without
-finding enough means the match is too sparse for it (a tier of exclusive terms, a lane's edges at
-one end of the record ids), and it is read whole.
+lazily within a budget (Reader.scan_budget): an HNSW scan that passes that many vectors without
+finding enough means the match is too sparse for it (a tier of exclusive terms, a lane's edges),
+and it is read whole; a walk that does so hands over to the match's own plan, which sorts its
+first records by id (SetSql.first_by_id).
 """
 
 from collections.abc import Iterable, Sequence
@@ -31,6 +31,7 @@ class BroadList(CandidateList):
         self.complete = False
         self._size: int | None = None
         self._broad: bool | None = None
+        self.too_sparse_to_walk = False
         self.sets = reader.sets
 
     def __getitem__(self, index: int) -> Candidate:
@@ -109,23 +110,16 @@ class BroadList(CandidateList):
 
     def fetch(self, limit: int) -> None:
         """Read `limit` records lazily, passing at most Reader.scan_budget(limit) records: a match
-        too sparse for that is read whole."""
+        too sparse for that is read whole (degraded: its first `limit` by id)."""
         if not self.broad():
             self.loaded, self.complete = self.exact(), True
             return
         budget = self.reader.scan_budget(limit)
         rows = self.in_record_id_order(limit, budget) if self.reader.degraded else self.nearest_matching(limit, budget)
-        if rows is None or (len(rows) < limit and not (self.reader.degraded and self.in_order_cheaply)):
+        if rows is None or (len(rows) < limit and not self.reader.degraded):
             self.loaded, self.complete = self.exact(), True
         else:
             self.loaded, self.complete = rows, len(rows) < limit
-
-    @property
-    def in_order_cheaply(self) -> bool:
-        """Whether the read in record-id order passes only the match's own records (an index, a
-        tag's records), never every record: degraded, such a match is read lazily at any size."""
-        ordered = self.sets.ids_in_order(self.match.records)
-        return ordered is not None and ordered[1]
 
     def nearest_matching(self, limit: int, budget: int) -> list[Candidate]:
         """The `limit` matching records nearest the question, from the HNSW index, passing at
@@ -155,20 +149,30 @@ class BroadList(CandidateList):
         return self.reader.by_distance([*(row["record_id"] for row in rows), *self.match.known_ids])
 
     def in_record_id_order(self, limit: int, budget: int) -> list[Candidate] | None:
-        """The first `limit` records by id (None: the match has no such read): from an index or a
-        part, or walking at most `budget` records in their primary key's order (fewer rows: the
-        match is exhausted or too sparse for the walk)."""
+        """The first `limit` records by id (fewer: the match is exhausted; None: the match has no
+        such read): from an index or a part, else walking at most `budget` records in their primary
+        key's order. A match too sparse for the walk (another lane's matches at the top of the ids,
+        a topic only recent records hold) is read by its own plan from then on
+        (SetSql.first_by_id)."""
         ordered = self.sets.ids_in_order(self.match.records)
         if ordered is None:
             return None
         ordered_sql, cheaply = ordered
-        if not cheaply:
+        if cheaply:
+            return self.first_records("lists.broad.in_record_id_order", ordered_sql, limit)
+        if not self.too_sparse_to_walk:
             first = f"select r.record_id from emem.records as r order by r.record_id limit {budget:d}"
             held = self.sets.holds(self.match.records, "walked.record_id")
-            ordered_sql = f"""select walked.record_id from ({first}) as walked
-                              where {held} order by walked.record_id"""
+            walked = f"select walked.record_id from ({first}) as walked where {held} order by walked.record_id"
+            rows = self.first_records("lists.broad.in_record_id_order", walked, limit)
+            if len(rows) == limit:
+                return rows
+            self.too_sparse_to_walk = True
+        return self.first_records("lists.broad.first_by_id", self.sets.first_by_id(self.match.records, limit), limit)
+
+    def first_records(self, name: str, ordered_sql: str, limit: int) -> list[Candidate]:
         return self.reader.candidates(
-            "lists.broad.in_record_id_order",
+            name,
             f"select found.record_id, null::float8 as distance from ({ordered_sql}) as found limit {limit:d}",
             [],
             [],
