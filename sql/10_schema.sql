@@ -93,7 +93,7 @@ create table emem.records (
         constraint metadata_is_object check (pg_catalog.jsonb_typeof(metadata) = 'object'),
     -- Searched in Unicode's composed form (NFC), as questions are: NFC and NFD spellings match.
     content_search tsvector generated always as (
-        pg_catalog.to_tsvector('emem.exact'::pg_catalog.regconfig, pg_catalog.normalize(content, 'NFC'))) stored,
+        pg_catalog.to_tsvector('emem.exact'::pg_catalog.regconfig, emem._nfc(content))) stored,
     -- Led by the id: a record is found by its id alone (ids are unique: one sequence), in id order.
     constraint records_pkey primary key (record_id, lane_name),
     constraint thread_for_conversation_and_file check (
@@ -104,7 +104,6 @@ create table emem.records (
 -- Lane first: a caller kept to some lanes reads only their entries (btree_gin).
 create index records_content_search on emem.records using gin (lane_name, content_search);
 create index records_by_lane on emem.records (lane_name, record_id);
-create index records_by_time on emem.records (occurred_at, record_id);
 create index records_by_lane_and_time on emem.records (lane_name, occurred_at, record_id);
 create unique index records_by_source_key on emem.records (lane_name, source_key) where source_key is not null;
 comment on table emem.records is

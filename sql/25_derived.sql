@@ -33,6 +33,26 @@ comment on function emem._tag_namespace_terms(text) is 'A tag''s namespace terms
 
 -- ---- tags ------------------------------------------------------------------------------------------
 
+-- Tags written (parallel arrays: lane and tag in stored form, one element per record tagged)
+-- counted in their lanes' vocabulary.
+create function emem._count_tags(lanes text[], tags text[]) returns void
+language sql
+set search_path = pg_catalog, pg_temp
+as $$
+    insert into emem.tag_vocabulary as v (lane_name, tag, tag_terms, namespace_terms, record_count)
+    -- A tag the lane knows keeps its terms: only new tags are analysed (about 50 us each).
+    select c.lane_name, c.tag, coalesce(known.tag_terms, emem._tag_terms(c.tag)),
+           coalesce(known.namespace_terms, emem._tag_namespace_terms(c.tag)), c.records
+    from (select w.lane_name, w.tag, pg_catalog.count(*) as records
+          from rows from (pg_catalog.unnest(lanes), pg_catalog.unnest(tags)) as w (lane_name, tag)
+          group by w.lane_name, w.tag) as c
+    left join emem.tag_vocabulary as known on known.lane_name = c.lane_name and known.tag = c.tag
+    order by c.lane_name, c.tag
+    on conflict (lane_name, tag) do update set record_count = v.record_count + excluded.record_count
+$$;
+comment on function emem._count_tags(text[], text[]) is
+  'Counts tags just written (parallel arrays of lane and stored tag, one element per record) in their lanes'' tag vocabulary.';
+
 -- Tags (record, lane, tag: parallel arrays, tags in stored form) written, and counted in their
 -- lanes' vocabulary; tags a record has already are kept. Returns how many were new.
 create function emem._add_tags(record_ids bigint[], lanes text[], tags text[]) returns bigint
@@ -40,7 +60,8 @@ language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 declare
-    added bigint;
+    added_lanes text[];
+    added_tags text[];
 begin
     with wanted as (
         select distinct w.record_id, w.lane_name, w.tag
@@ -51,19 +72,10 @@ begin
         order by w.lane_name, w.tag, w.record_id
         on conflict do nothing
         returning rt.lane_name, rt.tag
-    ), counted as (
-        insert into emem.tag_vocabulary as v (lane_name, tag, tag_terms, namespace_terms, record_count)
-        -- A tag the lane knows keeps its terms: only new tags are analysed (about 50 us each).
-        select c.lane_name, c.tag, coalesce(known.tag_terms, emem._tag_terms(c.tag)),
-               coalesce(known.namespace_terms, emem._tag_namespace_terms(c.tag)), c.records
-        from (select w.lane_name, w.tag, pg_catalog.count(*) as records from written as w
-              group by w.lane_name, w.tag) as c
-        left join emem.tag_vocabulary as known on known.lane_name = c.lane_name and known.tag = c.tag
-        order by c.lane_name, c.tag
-        on conflict (lane_name, tag) do update set record_count = v.record_count + excluded.record_count
     )
-    select pg_catalog.count(*) into added from written;
-    return added;
+    select pg_catalog.array_agg(w.lane_name), pg_catalog.array_agg(w.tag) into added_lanes, added_tags from written as w;
+    perform emem._count_tags(added_lanes, added_tags);
+    return coalesce(pg_catalog.cardinality(added_lanes), 0);
 end
 $$;
 comment on function emem._add_tags(bigint[], text[], text[]) is

@@ -6,11 +6,12 @@
 -- run without JIT: a batch's rows are new to the statistics, and a plan whose estimate passes
 -- jit_above_cost spent about 90 ms of a 1,000-record put_records compiling its expressions.
 
--- No SET clause, so that it is inlined into bulk writes; every name in it is qualified.
+-- Neither a SET clause nor STRICT (emem._nfc holds a CASE), so that it is inlined into bulk
+-- writes; every name in it is qualified.
 create function emem._normal_tag(tag text) returns text
-language sql immutable strict parallel safe
+language sql immutable parallel safe
 as $$
-    select pg_catalog.lower(pg_catalog.btrim(pg_catalog.regexp_replace(pg_catalog.normalize(tag, 'NFC'),
+    select pg_catalog.lower(pg_catalog.btrim(pg_catalog.regexp_replace(emem._nfc(tag),
         '[\s\u00a0\u1680\u2000-\u200b\u2028\u2029\u202f\u205f\u3000\ufeff]+', ' ', 'g')))
 $$;
 comment on function emem._normal_tag(text) is
@@ -160,11 +161,25 @@ $$;
 comment on function emem._check_vector(public.vector, emem.embedding_spaces, text) is
   'Refuses a vector that is NULL, of another dimension than the space, or zero (pgvector itself refuses NaN and infinity).';
 
+-- An item's vector as pgvector's text: the string as given (the fast form for bulk loads), or the
+-- array's text; NULL for anything else. Neither a SET clause nor STRICT (its body is a CASE), so
+-- that it is inlined into put_records' statements; every name in it is qualified.
+create function emem._vector_text(item jsonb) returns text
+language sql immutable parallel safe
+as $$
+    select case when pg_catalog.jsonb_typeof(item operator(pg_catalog.->) 'vector') operator(pg_catalog.=) 'string'
+                    then item operator(pg_catalog.->>) 'vector'
+                when pg_catalog.jsonb_typeof(item operator(pg_catalog.->) 'vector') operator(pg_catalog.=) 'array'
+                    then (item operator(pg_catalog.->) 'vector')::pg_catalog.text end
+$$;
+comment on function emem._vector_text(jsonb) is
+  'The vector of an item of emem.put_records as pgvector''s text (a string as given, an array as its text), or NULL.';
+
 -- Each item of put_records as read from its JSON, with what is wrong with it (NULL when nothing
 -- is) and its values as text, before any cast: the batch's JSON is walked once, here, and the
 -- statements that check and write the batch read these rows. The cheap checks of shape and size
 -- are made here; the values that need a cast (occurred_at, a vector) are parsed afterwards.
-create function emem._read_items(items jsonb, writable text[]) returns table (item emem._record_item, vector text)
+create function emem._read_items(items jsonb, writable text[]) returns table (item emem._record_item, has_vector boolean)
 language sql stable
 set search_path = pg_catalog, pg_temp
 as $$
@@ -216,22 +231,17 @@ as $$
         when item ? 'source_key' and (pg_catalog.jsonb_typeof(item->'source_key') <> 'string'
              or emem._is_blank(item->>'source_key') or pg_catalog.length(item->>'source_key') > 500)
             then 'source_key must be a non-empty text of at most 500 characters'
-        when item ? 'vector' and (v.vector_type is distinct from 'array' and v.vector_type is distinct from 'string'
-             or pg_catalog.octet_length(v.vector_text) > 100000)
+        when item ? 'vector' and (pg_catalog.octet_length(emem._vector_text(item)) > 100000
+                                  or emem._vector_text(item) is null)
             then 'vector must be an array of numbers, or pgvector''s text of one such as "[0.1,0.2,...]"'
         end,
         item->>'kind', item->>'content', item->>'lane', item->'tags', item->>'authority', item->>'occurred_at',
         item->>'thread_id', item->>'thread_position', item->'metadata', item->>'source_key')::emem._record_item,
-        v.vector_text
+        item ? 'vector'
     from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
-    -- A vector as pgvector's text: the string as given (the fast form for bulk loads), or the array's text.
-    cross join lateral (select pg_catalog.jsonb_typeof(item->'vector') as vector_type) as t
-    cross join lateral (select case t.vector_type when 'string' then item->>'vector'
-                                                  when 'array' then (item->'vector')::pg_catalog.text end as vector_text,
-                               t.vector_type) as v
 $$;
 comment on function emem._read_items(jsonb, text[]) is
-  'The items of emem.put_records as rows of text, each with what is wrong with it (shape, sizes, lane) or NULL, and its vector as text apart.';
+  'The items of emem.put_records as rows of text, each with what is wrong with it (shape, sizes, lane) or NULL, and whether it has a vector.';
 
 -- A value that needs a cast to be checked: the first item whose value does not cast, with why.
 create function emem._first_uncastable(item_values text[], as_type text) returns record
@@ -288,13 +298,12 @@ declare
     item_count integer;
     writable text[] := emem._lanes_of(emem._acting_role(), true);
     parsed emem._record_item[];
-    vector_texts text[];
+    with_vectors boolean;
     times timestamptz[];
     vectors public.vector[];
     stored_ids bigint[];
     new_ids bigint[];
     created_ids bigint[];
-    tag_records bigint[];
     tag_lanes text[];
     tag_names text[];
     stored jsonb;
@@ -312,9 +321,8 @@ begin
             using errcode = '22023', hint = 'Split the load into batches.';
     end if;
 
-    select pg_catalog.array_agg(r.item order by (r.item).item_number),
-           pg_catalog.array_agg(r.vector order by (r.item).item_number)
-    into parsed, vector_texts
+    select pg_catalog.array_agg(r.item order by (r.item).item_number), pg_catalog.bool_or(r.has_vector)
+    into parsed, with_vectors
     from emem._read_items(items, writable) as r;
     select f.n, f.reason into problem
     from (select p.item_number as n, p.problem as reason, 1 as rank
@@ -332,14 +340,15 @@ begin
         raise exception 'item %: %', problem.n, problem.reason
             using errcode = case when problem.reason like 'lane % is not a lane%' then '42501' else '22023' end;
     end if;
-    if exists (select from pg_catalog.unnest(vector_texts) as v (vector) where v.vector is not null) then
+    if with_vectors then
         space := emem._resolve_space(space_id);
         dimension := space.dimension;
     end if;
 
     -- Times and vectors are parsed once, all together; only when one does not parse is each
-    -- item tried on its own, to name it. Vectors are parsed by pgvector and stored at unit
-    -- length: cosine is all emem measures, and unit vectors cannot overflow its arithmetic.
+    -- item tried on its own, to name it. Vectors are parsed by pgvector straight from the JSON (no
+    -- array of their texts: megabytes a batch) and stored at unit length: cosine is all emem
+    -- measures, and unit vectors cannot overflow its arithmetic.
     begin
         times := array(select p.occurred_at::timestamptz from pg_catalog.unnest(parsed) as p order by p.item_number);
     exception when others then
@@ -350,9 +359,12 @@ begin
     end;
     if dimension is not null then
         begin
-            vectors := vector_texts::public.vector[];
+            vectors := array(select emem._vector_text(i.item)::public.vector
+                             from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n) order by i.n);
         exception when others then
-            problem := emem._first_uncastable(vector_texts, 'public.vector');
+            problem := emem._first_uncastable(array(select emem._vector_text(i.item)
+                                                    from pg_catalog.jsonb_array_elements(items) with ordinality as i(item, n)
+                                                    order by i.n), 'public.vector');
             raise exception 'item %: vector is not a vector of numbers (%)', problem.n, problem.reason
                 using errcode = '22023',
                       hint = pg_catalog.format('Send %s finite numbers, as an array or as pgvector''s text "[0.1,...]".',
@@ -410,15 +422,20 @@ begin
     )
     select coalesce(pg_catalog.array_agg(inserted.record_id), '{}') into created_ids from inserted;
 
-    select pg_catalog.array_agg(tagged.record_id), pg_catalog.array_agg(tagged.lane_name), pg_catalog.array_agg(tagged.tag)
-    into tag_records, tag_lanes, tag_names
-    from (select distinct c.record_id, p.lane as lane_name, emem._normal_tag(t.tag) as tag
-          from pg_catalog.unnest(parsed) as p
-          join pg_catalog.unnest(created_ids) as c(record_id) on c.record_id = new_ids[p.item_number]
-          cross join lateral pg_catalog.jsonb_array_elements_text(coalesce(p.tags, '[]')) as t(tag)) as tagged;
-    if tag_records is not null then
-        perform emem._add_tags(tag_records, tag_lanes, tag_names);
-    end if;
+    -- The records are new: no tag of theirs can be there already (no ON CONFLICT, whose check of
+    -- the key costs a probe a row).
+    with written as (
+        insert into emem.record_tags (record_id, tag, lane_name)
+        select tagged.record_id, tagged.tag, tagged.lane_name
+        from (select distinct c.record_id, p.lane as lane_name, emem._normal_tag(t.tag) as tag
+              from pg_catalog.unnest(parsed) as p
+              join pg_catalog.unnest(created_ids) as c(record_id) on c.record_id = new_ids[p.item_number]
+              cross join lateral pg_catalog.jsonb_array_elements_text(coalesce(p.tags, '[]')) as t(tag)) as tagged
+        order by tagged.lane_name, tagged.tag, tagged.record_id
+        returning emem.record_tags.lane_name, emem.record_tags.tag
+    )
+    select pg_catalog.array_agg(w.lane_name), pg_catalog.array_agg(w.tag) into tag_lanes, tag_names from written as w;
+    perform emem._count_tags(tag_lanes, tag_names);
 
     if dimension is not null and pg_catalog.cardinality(created_ids)
                                  < pg_catalog.cardinality(pg_catalog.array_remove(new_ids, null)) then

@@ -25,6 +25,8 @@ BUILD = ROOT / "build"
 INLINED_FUNCTIONS = {
     "emem._normal_tag(text)": "emem._normal_tag(tag text)",
     "emem._is_blank(text)": "emem._is_blank(value text)",
+    "emem._nfc(text)": "emem._nfc(value text)",
+    "emem._vector_text(jsonb)": "emem._vector_text(item jsonb)",
     "emem._has_thread(emem.record_kind)": "emem._has_thread(kind emem.record_kind)",
     "emem._edge_label_texts(text,jsonb)": "emem._edge_label_texts(relation text,properties jsonb)",
     "emem._edge_problem(text,jsonb)": "emem._edge_problem(relation text,properties jsonb)",

@@ -32,11 +32,21 @@ alter table emem.role_profiles alter column profile_name set not null, alter col
 
 -- ---- records ---------------------------------------------------------------------------------------------
 alter table emem.records drop constraint records_pkey, add constraint records_pkey primary key (record_id, lane_name);
-drop index emem.records_content_search;
+-- The search terms are read through emem._nfc (NFC's quick check first): the column is written again.
+create function emem._nfc(value text) returns text
+language sql immutable parallel safe
+as $$
+    select case when pg_catalog.is_normalized(value, 'NFC') then value else pg_catalog.normalize(value, 'NFC') end
+$$;
+comment on function emem._nfc(text) is 'The text in Unicode''s composed form (NFC).';
+alter table emem.records drop column content_search;
+alter table emem.records add column content_search tsvector generated always as (
+    pg_catalog.to_tsvector('emem.exact'::pg_catalog.regconfig, emem._nfc(content))) stored;
 create index records_content_search on emem.records using gin (lane_name, content_search);
 drop index emem.records_by_lane;
 create index records_by_lane on emem.records (lane_name, record_id);
 create index records_by_lane_and_time on emem.records (lane_name, occurred_at, record_id);
+drop index emem.records_by_time;  -- the timeline reads each lane's records_by_lane_and_time
 
 alter table emem.record_tags drop constraint record_tags_pkey, add primary key (record_id, tag, lane_name);
 create index record_tags_by_lane on emem.record_tags (lane_name, tag, record_id);
