@@ -34,11 +34,13 @@ comment on function emem._tag_namespace_terms(text) is 'A tag''s namespace terms
 -- ---- tags ------------------------------------------------------------------------------------------
 
 -- Tags written (parallel arrays: lane and tag in stored form, one element per record tagged)
--- counted in their lanes' vocabulary.
+-- counted in their lanes' vocabulary. PL/pgSQL: Citus plans no SQL function's statement that
+-- reads its parameters.
 create function emem._count_tags(lanes text[], tags text[]) returns void
-language sql
+language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
+begin
     insert into emem.tag_vocabulary as v (lane_name, tag, tag_terms, namespace_terms, record_count)
     -- A tag the lane knows keeps its terms: only new tags are analysed (about 50 us each).
     select c.lane_name, c.tag, coalesce(known.tag_terms, emem._tag_terms(c.tag)),
@@ -48,7 +50,8 @@ as $$
           group by w.lane_name, w.tag) as c
     left join emem.tag_vocabulary as known on known.lane_name = c.lane_name and known.tag = c.tag
     order by c.lane_name, c.tag
-    on conflict (lane_name, tag) do update set record_count = v.record_count + excluded.record_count
+    on conflict (lane_name, tag) do update set record_count = v.record_count + excluded.record_count;
+end
 $$;
 comment on function emem._count_tags(text[], text[]) is
   'Counts tags just written (parallel arrays of lane and stored tag, one element per record) in their lanes'' tag vocabulary.';
@@ -550,19 +553,31 @@ comment on function emem._missing_space_indexes(integer) is
 
 -- The checks compare rows with their records by id across lanes, which a Citus cluster runs only
 -- as repartition joins and not at all as anti-joins: they are one-node tools (docs/scale-out.md).
+-- PL/pgSQL: pg_dist_partition exists only where Citus is installed.
+create function emem._distributed() returns boolean
+language plpgsql stable
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if pg_catalog.to_regclass('pg_catalog.pg_dist_partition') is null
+       or pg_catalog.to_regclass('emem.records') is null then
+        return false;
+    end if;
+    return exists (select 1 from pg_catalog.pg_dist_partition as p
+                   where p.logicalrelid = pg_catalog.to_regclass('emem.records'));
+end
+$$;
+comment on function emem._distributed() is 'Whether emem''s tables are distributed over a Citus cluster (docs/scale-out.md).';
+
 create function emem._require_one_node(what text) returns void
 language plpgsql stable
 set search_path = pg_catalog, pg_temp
 as $$
 begin
-    if pg_catalog.to_regclass('pg_catalog.pg_dist_partition') is not null
-       and pg_catalog.to_regclass('emem.records') is not null then
-        if exists (select 1 from pg_catalog.pg_dist_partition as p
-                   where p.logicalrelid = pg_catalog.to_regclass('emem.records')) then
-            raise exception 'emem.%() runs on one node only: emem''s tables are distributed over a Citus cluster', what
-                using errcode = '0A000',
-                      hint = 'Run it on a copy restored to one node (pg_dump of the coordinator), see docs/scale-out.md.';
-        end if;
+    if emem._distributed() then
+        raise exception 'emem.%() runs on one node only: emem''s tables are distributed over a Citus cluster', what
+            using errcode = '0A000',
+                  hint = 'Run it on a copy restored to one node (pg_dump of the coordinator), see docs/scale-out.md.';
     end if;
 end
 $$;

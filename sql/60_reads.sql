@@ -78,6 +78,19 @@ begin
     end if;
     wanted_kinds := kinds::emem.record_kind[];
     wanted_tags := case when e_timeline.tags is not null then emem._check_tags(e_timeline.tags) end;
+    if emem._distributed() then
+        -- Citus pushes no LIMIT into a subquery lateral to a function's rows (below): each shard
+        -- orders its records by time and the coordinator merges them.
+        return query
+            select s.*
+            from emem.record_summaries as s
+            where (lanes is null or s.lane = any (lanes)) and s.occurred_at between from_time and to_time
+              and (wanted_kinds is null or s.kind = any (wanted_kinds))
+              and (wanted_tags is null or s.tags @> wanted_tags)
+            order by s.occurred_at, s.record_id
+            limit page_size offset (page - 1) * page_size;
+        return;
+    end if;
     -- Each lane's records come in time order from its own index (records_by_lane_and_time), as
     -- many as the page reaches, and are merged: one index serves every reader (no index over all
     -- lanes for every write to keep), and a reader of several lanes sorts no lane's whole range.

@@ -310,6 +310,32 @@ def test_an_agent_reads_only_its_lanes_directly_on_the_cluster(citus: Citus) -> 
     assert lanes == tags == {"alpha", "gamma"} and edges == (0,)
 
 
+def timelines(conn: psycopg.Connection, roles: dict[str, str]) -> dict[str, list[int]]:
+    """The timeline's pages (each lane's records merged by time), for the owner and the strict reader."""
+    pages: dict[str, list[int]] = {}
+    for reader in ("owner", "strict"):
+        if reader != "owner":
+            conn.execute(f"set role {roles[reader]}")
+        for tags in (None, ["common"]):
+            for page in (1, 2, 9):
+                rows = conn.execute(
+                    "select record_id from emem.e_timeline('-infinity', null, %s, 30, null, %s)", (page, tags)
+                ).fetchall()
+                pages[f"{reader} tags={tags} page {page}"] = [row[0] for row in rows]
+        conn.execute("reset role")
+    return pages
+
+
+def test_the_timeline_gives_the_pages_of_one_node(citus: Citus, one_node: OneNode) -> None:
+    cluster, cluster_roles = citus
+    db, roles = one_node
+    expected = timelines(db, roles)
+    with cluster.connect() as conn:
+        found = timelines(conn, cluster_roles)
+    assert found == expected
+    assert all(expected[f"{reader} tags=None page 1"] for reader in ("owner", "strict"))
+
+
 def test_writes_edits_and_the_embedding_queue_work_on_the_cluster(citus: Citus) -> None:
     cluster, _ = citus
     with cluster.connect() as conn:
