@@ -551,8 +551,6 @@ comment on function emem._missing_space_indexes(integer) is
 
 -- ---- checking and rebuilding what derives ----------------------------------------------------------
 
--- The checks compare rows with their records by id across lanes, which a Citus cluster runs only
--- as repartition joins and not at all as anti-joins: they are one-node tools (docs/scale-out.md).
 -- PL/pgSQL: pg_dist_partition exists only where Citus is installed.
 create function emem._distributed() returns boolean
 language plpgsql stable
@@ -569,6 +567,8 @@ end
 $$;
 comment on function emem._distributed() is 'Whether emem''s tables are distributed over a Citus cluster (docs/scale-out.md).';
 
+-- The checks compare rows with their records by id across lanes, which a Citus cluster runs only
+-- as repartition joins and not at all as anti-joins: they are one-node tools (docs/scale-out.md).
 create function emem._require_one_node(what text) returns void
 language plpgsql stable
 set search_path = pg_catalog, pg_temp
