@@ -5,7 +5,8 @@ import functools
 import json
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -335,9 +336,15 @@ class Reader:
         if "hnsw.ef_search" not in wanted:  # as emem._scan: at least ef_search, unless the settings fix it
             current = "select pg_catalog.current_setting('hnsw.ef_search')::integer as n"
             wanted["hnsw.ef_search"] = str(max(ef_search, self.execute("reader.ef_search", current, [], [])[0]["n"]))
-        saved = self.set_locally(wanted)
-        try:
+        with self.locally(wanted):
             return self.candidates(name, sql, ["public.vector", "int"], [self.request.vector, count], cache)
+
+    @contextmanager
+    def locally(self, settings: dict[str, str]) -> Iterator[None]:
+        """These settings for the statements run within, then the values they had again."""
+        saved = self.set_locally(settings)
+        try:
+            yield
         finally:
             self.set_locally(saved)
 

@@ -182,11 +182,12 @@ class SetSql:
         return None
 
     def first_by_id(self, records: RecordSet, limit: int) -> str:
-        """A query of the set's first `limit` ids by record id, read by the set's own plan (its index,
-        or a scan) and sorted there. Ordered by an expression, so that the planner cannot walk the
-        primary key instead: a walk passes every record below the set's first, however many (another
-        lane's 100,000 matches at the top of the ids: 472 ms a find that read the whole match,
-        90 ms with this). Its cost follows the set's size, not the table's."""
+        """A query of the set's first `limit` ids by record id, read by the set's own index (the
+        caller turns sequential scans off: BroadList.in_record_id_order) and sorted there. Ordered
+        by an expression, so that the planner cannot walk the primary key instead: a walk passes
+        every record below the set's first, however many (another lane's 100,000 matches at the top
+        of the ids: 472 ms a find that read the whole match, 63 ms with this). Its cost follows the
+        set's size, not the table's."""
         return f"""select found.record_id from ({self.distinct_ids(records)}) as found
                    order by found.record_id operator(pg_catalog.+) 0 limit {limit:d}"""
 

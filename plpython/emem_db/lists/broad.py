@@ -168,7 +168,13 @@ class BroadList(CandidateList):
             if len(rows) == limit:
                 return rows
             self.too_sparse_to_walk = True
-        return self.first_records("lists.broad.first_by_id", self.sets.first_by_id(self.match.records, limit), limit)
+        # Under a LIMIT the planner bets that a sequential scan soon meets the set's records; the
+        # walk just found that they lie far up the ids (another lane's 100,000 matches at the top:
+        # 86 ms a find in a scan that passed 120,000 records first, 27 ms from the index).
+        with self.reader.locally({"enable_seqscan": "off"}):
+            return self.first_records(
+                "lists.broad.first_by_id", self.sets.first_by_id(self.match.records, limit), limit
+            )
 
     def first_records(self, name: str, ordered_sql: str, limit: int) -> list[Candidate]:
         return self.reader.candidates(

@@ -76,11 +76,8 @@ def neighbour_rows(reader: Reader, space: Space, args: list[Any], readable: str 
         ) as n
         order by n.record_id, a.score desc, n.distance"""
     # relaxed: the scan goes on past records of other lanes; the rows are ordered again above
-    saved = reader.set_locally({"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": f"{tuning.neighbour_scan:d}"})
-    try:
+    with reader.locally({"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": f"{tuning.neighbour_scan:d}"}):
         return reader.execute("neighbours.of_hits", sql, ["tsquery[]", "float8[]"], args)
-    finally:
-        reader.set_locally(saved)
 
 
 def ordered(reader: Reader, rows: list[dict[str, Any]]) -> list[Candidate]:
