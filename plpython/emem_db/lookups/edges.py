@@ -265,4 +265,4 @@ def visible_ends(reader: Reader, record_id: str, labels: str, lanes: str, lane: 
     within = fragments.in_lanes("el.far_lane_name", lanes)
     return f"""exists (select 1 from emem.edge_labels as el
                        where el.lane_name = {lane} and el.record_id = {record_id}
-                         and el.label operator(pg_catalog.=) any ({labels}){within})"""
+                         and el.label operator(pg_catalog.=) any ({labels}){within}{fragments.PROBE})"""
