@@ -175,16 +175,20 @@ def label_ends_up_to(reader: Reader, label: str, limit: int) -> int:
     known = reader.counted_ends.get(label)
     if known is not None and (known[0] < known[1] or limit <= known[1]):
         return min(known[0], limit)
+    # The totals count the same ends up to their bound: a limit within half of it counts that
+    # far at once (with a vector the plan's 8,125 and the totals' 10,001 were two index reads).
+    bound = reader.request.totals_bound + 1
+    counting_to = bound if limit < bound <= 2 * limit else limit
     counted: int = reader.execute(
         "edges.label_ends_up_to",
         f"""select pg_catalog.count(*) as n from (
                 select distinct el.record_id from emem.edge_labels as el
                 where el.label = $1{reader.sets.ends_within()} limit $2) as r""",
         ["text", "bigint"],
-        [label, limit],
+        [label, counting_to],
     )[0]["n"]
-    reader.counted_ends[label] = (counted, limit)
-    return counted
+    reader.counted_ends[label] = (counted, counting_to)
+    return min(counted, limit)
 
 
 def label_ends(reader: Reader, labels: list[str]) -> list[int]:
